@@ -1,0 +1,111 @@
+"""``@configuration`` classes and their ``@entry`` factory methods."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .errors import BeanDefinitionError
+from .tokens import Token
+
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
+
+_ENTRY_ATTR = "__framework_entry__"
+_CONFIG_ATTR = "__framework_configuration__"
+
+
+@dataclass(frozen=True, slots=True)
+class EntrySpec:
+    """What ``@entry`` records on a method: the bean name and when the entry applies."""
+
+    name: str | None
+    when_bean: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationSpec:
+    """What ``@configuration`` records on a class."""
+
+    auto: bool
+    entries: tuple[tuple[str, EntrySpec], ...]
+
+
+def entry(
+    token: Token[Any] | str | None = None, *, when_bean: Token[Any] | str | None = None
+) -> Callable[[F], F]:
+    """Mark a method of a ``@configuration`` class as the factory of one bean.
+
+    The bean is named after the method, or after ``token`` when one is given. The method's
+    parameters are resolved from the context by name; a parameter named ``context`` receives the
+    ApplicationContext. With ``when_bean``, the entry applies only if a bean of that name is
+    defined (the outbox relay exists only where an outbox store does).
+    """
+    name = token.name if isinstance(token, Token) else token
+    condition = when_bean.name if isinstance(when_bean, Token) else when_bean
+
+    def decorate(method: F) -> F:
+        if not inspect.isfunction(method):
+            raise BeanDefinitionError(
+                f"@entry must decorate a method of a @configuration class, got {method!r}"
+            )
+        if inspect.iscoroutinefunction(method):
+            raise BeanDefinitionError(
+                f"entry {method.__qualname__} is async: entry methods are plain factories; "
+                "do asynchronous set-up in a lifecycle start()"
+            )
+        params = list(inspect.signature(method).parameters)
+        owner = method.__qualname__.split(".")[-2:-1]
+        if not params or params[0] != "self" or owner in ([], ["<locals>"]):
+            raise BeanDefinitionError(
+                f"entry {method.__qualname__} is not a method of a @configuration class"
+            )
+        setattr(method, _ENTRY_ATTR, EntrySpec(name=name, when_bean=condition))
+        return method
+
+    return decorate
+
+
+def _collect(cls: type, *, auto: bool) -> ConfigurationSpec:
+    entries: list[tuple[str, EntrySpec]] = []
+    for attr, value in vars(cls).items():
+        spec = getattr(value, _ENTRY_ATTR, None)
+        if isinstance(spec, EntrySpec):
+            entries.append((attr, spec))
+    return ConfigurationSpec(auto=auto, entries=tuple(entries))
+
+
+def configuration(cls: C) -> C:
+    """Mark a class whose ``@entry`` methods define beans. It is built with no arguments."""
+    if not inspect.isclass(cls):
+        raise BeanDefinitionError(f"@configuration decorates a class, got {cls!r}")
+    setattr(cls, _CONFIG_ATTR, _collect(cls, auto=False))
+    return cls
+
+
+def auto_configuration(cls: C) -> C:
+    """Mark a configuration whose entries are defaults: a user entry of the same name wins."""
+    if not inspect.isclass(cls):
+        raise BeanDefinitionError(f"@auto_configuration decorates a class, got {cls!r}")
+    setattr(cls, _CONFIG_ATTR, _collect(cls, auto=True))
+    return cls
+
+
+def configuration_spec(candidate: object) -> ConfigurationSpec:
+    """The spec of a configuration class, or a BeanDefinitionError saying why it is not one."""
+    if inspect.isfunction(candidate) and hasattr(candidate, _ENTRY_ATTR):
+        raise BeanDefinitionError(
+            f"entry {candidate.__qualname__} is not a method of a @configuration class"
+        )
+    if not inspect.isclass(candidate):
+        raise BeanDefinitionError(f"{candidate!r} is not a @configuration class")
+    spec = vars(candidate).get(_CONFIG_ATTR)
+    if not isinstance(spec, ConfigurationSpec):
+        stray = [name for name, value in vars(candidate).items() if hasattr(value, _ENTRY_ATTR)]
+        detail = f" (it has @entry methods: {', '.join(stray)})" if stray else ""
+        raise BeanDefinitionError(
+            f"{candidate.__qualname__} is not a @configuration class{detail}"
+        )
+    return spec
