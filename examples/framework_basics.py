@@ -24,6 +24,7 @@ class Heartbeat:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._task: asyncio.Task[None] | None = None
+        self.five_ticks = asyncio.Event()
 
     @property
     def is_running(self) -> bool:
@@ -41,6 +42,8 @@ class Heartbeat:
     async def _beat(self) -> None:
         while True:
             self.clock.ticks += 1
+            if self.clock.ticks == 5:
+                self.five_ticks.set()
             await asyncio.sleep(0.01)
 
 
@@ -61,8 +64,7 @@ class ExampleConfiguration:
 async def main() -> int:
     async with await ApplicationBuilder([ExampleConfiguration]).run() as context:
         heartbeat = context.get_value(HEARTBEAT)
-        while heartbeat.clock.ticks < 5:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(heartbeat.five_ticks.wait(), timeout=5)
         describe(context)
     print(f"closed: heartbeat running = {heartbeat.is_running}")
     return 0

@@ -1,0 +1,71 @@
+"""Clocks: the system clock and a manual one that tests move by hand.
+
+Drivers take an optional ``Clock``. Without one they use the store's own clock (PostgreSQL
+``now()``, Redis ``TIME``) so that due-ness and lease expiry are judged by one clock; with one,
+they pass its time to the store instead, so a test can move time and expire a lease at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Milliseconds since the Unix epoch."""
+
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    """Wall-clock epoch milliseconds that never jump: anchored once, then advanced monotonically.
+
+    Moving the system time while a lease is held neither extends nor shortens the lease.
+    """
+
+    def __init__(self) -> None:
+        self._epoch_ns = time.time_ns()
+        self._mono_ns = time.monotonic_ns()
+
+    def now_ms(self) -> int:
+        return (self._epoch_ns + time.monotonic_ns() - self._mono_ns) // 1_000_000
+
+
+class ManualClock:
+    """A clock that only moves when told; listeners hear of every move (drivers wake waiters)."""
+
+    def __init__(self, start_ms: int | None = None) -> None:
+        self._now_ms = start_ms if start_ms is not None else time.time_ns() // 1_000_000
+        self._listeners: list[Callable[[], None]] = []
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def advance(self, ms: int) -> None:
+        if ms < 0:
+            raise ValueError("a clock does not go backwards")
+        self._now_ms += ms
+        for listener in list(self._listeners):
+            listener()
+
+    def set(self, when: datetime) -> None:
+        target = int(when.timestamp() * 1000)
+        self.advance(target - self._now_ms)
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` after each move; returns a function that unsubscribes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+
+def to_datetime(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+
+
+def to_epoch_ms(when: datetime) -> int:
+    if when.tzinfo is None:
+        raise ValueError(f"run_at must be timezone-aware, got naive {when.isoformat()}")
+    return int(when.timestamp() * 1000)

@@ -1,0 +1,80 @@
+"""Errors of the jobs package.
+
+JobsError
+ +-- PayloadError (ValueError)         a payload that would not round-trip as JSON, named by path
+ |    +-- PayloadTooLargeError          the JSON text is over ``max_payload_bytes``
+ |    +-- PayloadValidationError        a payload that does not fit its job definition's schema
+ +-- JobTypeError (ValueError)         a job type or idempotency key that cannot be stored
+ +-- DuplicateHandlerError             two handlers for one job type
+ +-- ScheduleError (ValueError)        a cron expression or timezone that cannot be used
+ +-- DriverError                       the store failed a call
+ |    +-- StoreUnavailableError (ConnectionError)   the store cannot be reached
+ |    +-- StoreSchemaError              the store's schema does not fit this version
+ +-- JobTimeoutError (TimeoutError)    a handler ran past its timeout (recorded as the job's error)
+ +-- LeaseExpiredError                 a job's lease ran out with no attempts left
+"""
+
+from __future__ import annotations
+
+
+class JobsError(Exception):
+    """Root of every error the jobs package raises."""
+
+
+class PayloadError(JobsError, ValueError):
+    """A payload that is not JSON; the message names the path, e.g. ``payload["items"][2]``."""
+
+    def __init__(self, message: str, path: str = "payload") -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class PayloadTooLargeError(PayloadError):
+    """The payload's JSON text is larger than ``max_payload_bytes``."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"payload is {size} bytes of JSON, over the limit of {limit} bytes")
+
+
+class PayloadValidationError(PayloadError):
+    """A payload that does not fit the schema of its job definition."""
+
+
+class JobTypeError(JobsError, ValueError):
+    """A job type or key that is not a non-empty string of reasonable length."""
+
+
+class DuplicateHandlerError(JobsError):
+    """Two handlers were registered for one job type."""
+
+    def __init__(self, job_type: str, first: str, second: str) -> None:
+        self.job_type = job_type
+        super().__init__(
+            f"job type {job_type!r} has two handlers: {first} and {second}; register one"
+        )
+
+
+class ScheduleError(JobsError, ValueError):
+    """A schedule whose cron expression or timezone cannot be used."""
+
+
+class DriverError(JobsError):
+    """The job store failed a call."""
+
+
+class StoreUnavailableError(DriverError, ConnectionError):
+    """The job store cannot be reached (connection refused, lost or timed out)."""
+
+
+class StoreSchemaError(DriverError):
+    """The store's tables or keys do not have the shape this version expects."""
+
+
+class JobTimeoutError(JobsError, TimeoutError):
+    """A handler ran past its ``timeout_ms``."""
+
+
+class LeaseExpiredError(JobsError):
+    """A job's lease expired while it had no attempts left."""

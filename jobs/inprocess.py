@@ -1,0 +1,323 @@
+"""The in-process driver: reference semantics in memory, for development and tests.
+
+Not durable: jobs live as long as the process. Pending jobs sit in one heap per type ordered by
+``run_at`` and active ones in one heap per type ordered by lease expiry, so a claim looks at the
+heads of the heaps it needs, never at every job. Heap entries carry a sequence number; an entry
+whose number no longer matches its job's is stale and skipped when it surfaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from .clock import Clock, ManualClock, SystemClock, to_datetime
+from .driver import (
+    JOB_STATES,
+    LEASE_EXPIRED_ERROR,
+    ClaimedJob,
+    JobInfo,
+    JobRequest,
+    JobState,
+    JobStateCounts,
+)
+from .errors import DriverError
+from .payload import decode_payload
+from .settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
+
+_Entry = tuple[int, int, str]  # (time ms, sequence, job id)
+
+
+@dataclass(slots=True)
+class _Record:
+    id: str
+    type: str
+    payload: str
+    max_attempts: int
+    run_at: int
+    timeout_ms: int | None
+    key: str | None
+    trace_context: str | None
+    keep_until: int | None
+    state: JobState = "pending"
+    attempts: int = 0
+    seq: int = 0
+    token: str | None = None
+    lease_until: int = 0
+    last_error: str | None = None
+    expires_at: int = 0
+
+
+class InProcessJobDriver:
+    """Jobs in a dict, ordered by heaps; wakes idle runners at once; takes an injectable clock."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        retain_completed_ms: int | None = None,
+        retain_failed_ms: int | None = None,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._retain_completed_ms = (
+            DEFAULT_RETAIN_COMPLETED_MS if retain_completed_ms is None else retain_completed_ms
+        )
+        self._retain_failed_ms = (
+            DEFAULT_RETAIN_FAILED_MS if retain_failed_ms is None else retain_failed_ms
+        )
+        self._jobs: dict[str, _Record] = {}
+        self._keys: dict[str, str] = {}
+        self._ready: dict[str, list[_Entry]] = {}
+        self._leased: dict[str, list[_Entry]] = {}
+        self._finished: list[_Entry] = []
+        self._seq = itertools.count(1)
+        self._wakeup: asyncio.Event | None = None
+        self._closed = False
+        self._unsubscribe = (
+            self._clock.subscribe(self._notify) if isinstance(self._clock, ManualClock) else None
+        )
+
+    # -- producer ------------------------------------------------------------------------------
+
+    async def enqueue(self, job: JobRequest) -> str | None:
+        self._check_open()
+        now = self._clock.now_ms()
+        self._prune(now)
+        if job.key is not None:
+            holder = self._keys.get(job.key)
+            if holder is not None:
+                return None
+        if job.id in self._jobs:
+            raise DriverError(f"job id {job.id!r} already exists")
+        run_at = job.run_at_ms if job.run_at_ms is not None else now + job.delay_ms
+        record = _Record(
+            id=job.id,
+            type=job.type,
+            payload=job.payload,
+            max_attempts=job.max_attempts,
+            run_at=run_at,
+            timeout_ms=job.timeout_ms,
+            key=job.key,
+            trace_context=job.trace_context,
+            keep_until=job.keep_until_ms,
+        )
+        self._jobs[job.id] = record
+        if job.key is not None:
+            self._keys[job.key] = job.id
+        self._push_ready(record)
+        self._notify()
+        return job.id
+
+    # -- consumer ------------------------------------------------------------------------------
+
+    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+        self._check_open()
+        now = self._clock.now_ms()
+        self._prune(now)
+        claimed: list[ClaimedJob] = []
+        for job_type in types:
+            heap = self._leased.get(job_type)
+            while heap and heap[0][0] <= now and len(claimed) < limit:
+                _, seq, job_id = heapq.heappop(heap)
+                record = self._jobs.get(job_id)
+                if record is None or record.seq != seq or record.state != "active":
+                    continue
+                if record.attempts >= record.max_attempts:
+                    self._finish(record, "failed", LEASE_EXPIRED_ERROR, now)
+                    continue
+                claimed.append(self._lease(record, lease_ms, now))
+        while len(claimed) < limit:
+            record = self._pop_due(types, now)
+            if record is None:
+                break
+            claimed.append(self._lease(record, lease_ms, now))
+        return claimed
+
+    async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
+        record = self._held(job_id, lease_token)
+        if record is None:
+            return False
+        record.lease_until = self._clock.now_ms() + lease_ms
+        record.seq = next(self._seq)
+        heapq.heappush(
+            self._leased.setdefault(record.type, []), (record.lease_until, record.seq, record.id)
+        )
+        return True
+
+    async def complete(self, job_id: str, lease_token: str) -> bool:
+        record = self._held(job_id, lease_token)
+        if record is None:
+            return False
+        self._finish(record, "completed", None, self._clock.now_ms())
+        return True
+
+    async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
+        record = self._held(job_id, lease_token)
+        if record is None:
+            return False
+        record.state = "pending"
+        record.token = None
+        record.last_error = error
+        record.run_at = self._clock.now_ms() + delay_ms
+        self._push_ready(record)
+        self._notify()
+        return True
+
+    async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
+        record = self._held(job_id, lease_token)
+        if record is None:
+            return False
+        self._finish(record, "failed", error, self._clock.now_ms())
+        return True
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        self._prune(self._clock.now_ms())
+        record = self._jobs.get(job_id)
+        if record is None:
+            return None
+        return JobInfo(
+            id=record.id,
+            type=record.type,
+            state=record.state,
+            payload=decode_payload(record.payload),
+            attempts=record.attempts,
+            max_attempts=record.max_attempts,
+            run_at=to_datetime(record.run_at),
+            last_error=record.last_error,
+            key=record.key,
+            timeout_ms=record.timeout_ms,
+        )
+
+    async def counts(self) -> JobStateCounts:
+        self._prune(self._clock.now_ms())
+        counts = dict.fromkeys(JOB_STATES, 0)
+        for record in self._jobs.values():
+            counts[record.state] += 1
+        return counts
+
+    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+        self._check_open()
+        now = self._clock.now_ms()
+        next_due = self._next_due(types)
+        if next_due is not None and next_due <= now:
+            return
+        wait_ms = timeout_ms if next_due is None else min(timeout_ms, next_due - now)
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self._notify()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DriverError("the in-process job driver is closed")
+
+    def _notify(self) -> None:
+        event = self._wakeup
+        if event is not None:
+            self._wakeup = None
+            event.set()
+
+    def _push_ready(self, record: _Record) -> None:
+        record.seq = next(self._seq)
+        heapq.heappush(
+            self._ready.setdefault(record.type, []), (record.run_at, record.seq, record.id)
+        )
+
+    def _head(self, heap: list[_Entry] | None, state: JobState) -> _Entry | None:
+        """The heap's first live entry, dropping stale ones on the way."""
+        while heap:
+            entry = heap[0]
+            record = self._jobs.get(entry[2])
+            if record is not None and record.seq == entry[1] and record.state == state:
+                return entry
+            heapq.heappop(heap)
+        return None
+
+    def _pop_due(self, types: Collection[str], now: int) -> _Record | None:
+        best: _Entry | None = None
+        best_heap: list[_Entry] | None = None
+        for job_type in types:
+            heap = self._ready.get(job_type)
+            entry = self._head(heap, "pending")
+            if entry is not None and entry[0] <= now and (best is None or entry < best):
+                best, best_heap = entry, heap
+        if best is None or best_heap is None:
+            return None
+        heapq.heappop(best_heap)
+        return self._jobs[best[2]]
+
+    def _next_due(self, types: Collection[str]) -> int | None:
+        times = [
+            entry[0]
+            for job_type in types
+            for entry in (
+                self._head(self._ready.get(job_type), "pending"),
+                self._head(self._leased.get(job_type), "active"),
+            )
+            if entry is not None
+        ]
+        return min(times, default=None)
+
+    def _lease(self, record: _Record, lease_ms: int, now: int) -> ClaimedJob:
+        record.attempts += 1
+        record.state = "active"
+        record.seq = next(self._seq)
+        record.token = f"{record.attempts}:{record.seq}"
+        record.lease_until = now + lease_ms
+        heapq.heappush(
+            self._leased.setdefault(record.type, []), (record.lease_until, record.seq, record.id)
+        )
+        return ClaimedJob(
+            id=record.id,
+            type=record.type,
+            payload=record.payload,
+            attempt=record.attempts,
+            max_attempts=record.max_attempts,
+            lease_token=record.token,
+            timeout_ms=record.timeout_ms,
+            key=record.key,
+            trace_context=record.trace_context,
+        )
+
+    def _held(self, job_id: str, lease_token: str) -> _Record | None:
+        record = self._jobs.get(job_id)
+        if record is None or record.state != "active" or record.token != lease_token:
+            return None
+        return record
+
+    def _finish(self, record: _Record, state: JobState, error: str | None, now: int) -> None:
+        retain = self._retain_completed_ms if state == "completed" else self._retain_failed_ms
+        record.state = state
+        record.token = None
+        record.seq = next(self._seq)
+        if error is not None:
+            record.last_error = error
+        record.expires_at = max(now + retain, record.keep_until or 0)
+        heapq.heappush(self._finished, (record.expires_at, record.seq, record.id))
+
+    def _prune(self, now: int) -> None:
+        finished = self._finished
+        while finished and finished[0][0] <= now:
+            _, seq, job_id = heapq.heappop(finished)
+            record = self._jobs.get(job_id)
+            if record is None or record.seq != seq:
+                continue
+            del self._jobs[job_id]
+            if record.key is not None and self._keys.get(record.key) == job_id:
+                del self._keys[record.key]

@@ -1,0 +1,91 @@
+"""The outbox SPI: entries written in the caller's transaction, handed over by a relay.
+
+An ``OutboxStore`` appends entries through the transaction that is open in the caller's
+context, so an entry lives or dies with the business change. A relay (``OutboxRelay``) claims
+unpublished entries with a lease, hands each to a publisher, and marks it published: at least
+once. ``JobOutboxPublisher`` turns an entry into a job keyed by the entry, so a second hand-over
+of the same entry is dropped by the queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .queue import JobQueue
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxEntry:
+    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``."""
+
+    id: str
+    type: str
+    payload: Any
+    key: str | None
+    delay_ms: int | None
+    created_at: datetime
+    attempts: int
+    lease_token: str
+
+
+@runtime_checkable
+class OutboxStore(Protocol):
+    """Where outbox entries wait for the relay."""
+
+    async def append(
+        self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
+    ) -> str:
+        """Write an entry through the open transaction; its id. No transaction: an error."""
+        ...
+
+    async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:
+        """Lease up to ``limit`` unpublished entries (own transaction), oldest first."""
+        ...
+
+    async def mark_published(self, entry_id: str, lease_token: str) -> bool:
+        """Mark the entry published; False (no write) if the lease token is stale."""
+        ...
+
+    async def release(self, entry_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
+        """A failed publish: claimable again after ``delay_ms``; False if stale."""
+        ...
+
+    async def prune(self, older_than_ms: int) -> int:
+        """Delete entries published more than ``older_than_ms`` ago; how many."""
+        ...
+
+    async def wait_for_entries(self, timeout_ms: int) -> None:
+        """Return after a commit that appended (or ``timeout_ms``); may return early."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the store owns. Idempotent."""
+        ...
+
+
+class OutboxPublisher(Protocol):
+    """Anything that can take an entry somewhere (a job queue, a broker)."""
+
+    async def publish(self, entry: OutboxEntry) -> None: ...
+
+
+class JobOutboxPublisher:
+    """Publishes an entry as a job, keyed ``outbox:<entry id>`` (or the entry's own key).
+
+    A relay that crashed after publishing and before marking hands the entry over again; the
+    key makes the queue drop the repeat, so the job runs once.
+    """
+
+    def __init__(self, queue: JobQueue) -> None:
+        self._queue = queue
+
+    async def publish(self, entry: OutboxEntry) -> None:
+        await self._queue.enqueue(
+            entry.type,
+            entry.payload,
+            key=entry.key if entry.key is not None else f"outbox:{entry.id}",
+            delay_ms=entry.delay_ms,
+        )

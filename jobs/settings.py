@@ -1,0 +1,58 @@
+"""JobsSettings: the knobs of the jobs plugin, one dataclass (override the bean to change them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DAY_MS = 86_400_000
+DEFAULT_RETAIN_COMPLETED_MS = 7 * DAY_MS
+DEFAULT_RETAIN_FAILED_MS = 30 * DAY_MS
+DEFAULT_MAX_ATTEMPTS = 3
+MIB = 1024 * 1024
+
+
+@dataclass(kw_only=True)
+class JobsSettings:
+    """Settings of the jobs plugin; durations in milliseconds.
+
+    ``heartbeat_ms`` defaults to a third of ``lease_ms``. ``drain_timeout_ms`` bounds how long
+    ``JobRunner.close()`` waits for in-flight jobs (None: until they finish); jobs still running
+    then are left to their lease. ``timeout_grace_ms`` is how long a timed-out handler that
+    ignores cancellation is given before the runner settles the job without it.
+    """
+
+    concurrency: int = 10
+    lease_ms: int = 30_000
+    heartbeat_ms: int | None = None
+    poll_interval_ms: int = 1_000
+    auto_start: bool = False
+    max_payload_bytes: int = MIB
+    retain_completed_ms: int = DEFAULT_RETAIN_COMPLETED_MS
+    retain_failed_ms: int = DEFAULT_RETAIN_FAILED_MS
+    drain_timeout_ms: int | None = None
+    timeout_grace_ms: int = 1_000
+    schedule_interval_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        positive = {
+            "concurrency": self.concurrency,
+            "lease_ms": self.lease_ms,
+            "poll_interval_ms": self.poll_interval_ms,
+            "max_payload_bytes": self.max_payload_bytes,
+            "schedule_interval_ms": self.schedule_interval_ms,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"JobsSettings.{name} must be positive, got {value}")
+        if self.heartbeat_ms is not None and not 0 < self.heartbeat_ms < self.lease_ms:
+            raise ValueError(
+                f"JobsSettings.heartbeat_ms must be between 0 and lease_ms ({self.lease_ms}), "
+                f"got {self.heartbeat_ms}"
+            )
+        for name in ("retain_completed_ms", "retain_failed_ms", "timeout_grace_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"JobsSettings.{name} must not be negative")
+
+    @property
+    def effective_heartbeat_ms(self) -> int:
+        return self.heartbeat_ms if self.heartbeat_ms is not None else max(1, self.lease_ms // 3)

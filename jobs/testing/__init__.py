@@ -1,0 +1,16 @@
+"""Test support that ships: the driver conformance suite and its harness protocol.
+
+A third-party driver proves itself by subclassing ``DriverConformance`` in a pytest module and
+providing a ``driver_harness`` fixture (needs pytest and pytest-asyncio)::
+
+    class TestMyDriver(DriverConformance):
+        @pytest.fixture
+        async def driver_harness(self):
+            harness = MyHarness()
+            yield harness
+            await harness.cleanup()
+"""
+
+from .conformance import DriverConformance, DriverHarness, new_request
+
+__all__ = ["DriverConformance", "DriverHarness", "new_request"]
