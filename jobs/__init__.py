@@ -1,6 +1,9 @@
-"""Background jobs: the driver SPI, the in-process driver, and (soon) queue, handlers, runner."""
+"""Background jobs: at-least-once delivery with leases, on any driver that passes the suite."""
 
+from .autoconfig import JobsAutoConfiguration
 from .clock import Clock, ManualClock, SystemClock
+from .context import AbortSignal, JobContext
+from .definitions import JobDefinition, define_job
 from .driver import (
     JOB_STATES,
     LEASE_EXPIRED_ERROR,
@@ -24,28 +27,75 @@ from .errors import (
     StoreSchemaError,
     StoreUnavailableError,
 )
+from .handlers import JobHandlerRegistry, RegisteredHandler, job_handler
 from .inprocess import InProcessJobDriver
+from .outbox import JobOutboxPublisher, OutboxEntry, OutboxPublisher, OutboxStore
+from .outbox_relay import OutboxRelay
 from .payload import check_payload, encode_payload
+from .queue import JobQueue
+from .retry import Backoff, exponential_backoff
+from .runner import JobRunner
 from .settings import JobsSettings
+from .tokens import (
+    JOB_DRIVER,
+    JOB_HANDLER_REGISTRY,
+    JOB_QUEUE,
+    JOB_RUNNER,
+    JOB_SCHEDULER,
+    JOBS_SETTINGS,
+    OUTBOX_RELAY,
+    OUTBOX_STORE,
+)
 
 __all__ = [
+    # beans and tokens
+    "JOB_DRIVER",
+    "JOB_HANDLER_REGISTRY",
+    "JOB_QUEUE",
+    "JOB_RUNNER",
+    "JOB_SCHEDULER",
+    "JOBS_SETTINGS",
+    "OUTBOX_RELAY",
+    "OUTBOX_STORE",
+    "JobsAutoConfiguration",
+    "JobsSettings",
+    # producing and handling
+    "JobQueue",
+    "JobDefinition",
+    "define_job",
+    "job_handler",
+    "JobHandlerRegistry",
+    "RegisteredHandler",
+    "JobContext",
+    "AbortSignal",
+    "JobRunner",
+    "Backoff",
+    "exponential_backoff",
+    # the driver SPI
+    "JobDriver",
+    "JobRequest",
+    "ClaimedJob",
+    "JobInfo",
+    "JobState",
     "JOB_STATES",
     "LEASE_EXPIRED_ERROR",
-    "ClaimedJob",
-    "Clock",
     "InProcessJobDriver",
-    "JobDriver",
-    "JobInfo",
-    "JobRequest",
-    "JobState",
-    "JobsSettings",
+    "Clock",
     "ManualClock",
     "SystemClock",
+    # the outbox
+    "OutboxStore",
+    "OutboxEntry",
+    "OutboxPublisher",
+    "OutboxRelay",
+    "JobOutboxPublisher",
+    # payloads
     "check_payload",
     "encode_payload",
+    # errors
+    "JobsError",
     "DriverError",
     "DuplicateHandlerError",
-    "JobsError",
     "JobTimeoutError",
     "JobTypeError",
     "LeaseExpiredError",

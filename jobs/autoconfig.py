@@ -1,0 +1,79 @@
+"""JobsAutoConfiguration: the default beans of the jobs plugin (each replaceable by name)."""
+
+from __future__ import annotations
+
+from framework import ApplicationContext, auto_configuration, entry
+
+from .driver import JobDriver
+from .handlers import JobHandlerRegistry
+from .inprocess import InProcessJobDriver
+from .outbox import JobOutboxPublisher, OutboxStore
+from .outbox_relay import OutboxRelay
+from .queue import JobQueue
+from .runner import JobRunner
+from .settings import JobsSettings
+from .tokens import (
+    JOB_DRIVER,
+    JOB_HANDLER_REGISTRY,
+    JOB_QUEUE,
+    JOB_RUNNER,
+    JOBS_SETTINGS,
+    OUTBOX_RELAY,
+    OUTBOX_STORE,
+)
+
+
+@auto_configuration
+class JobsAutoConfiguration:
+    """Defaults: settings, the in-process driver, queue, registry, runner, and the outbox relay
+    when an ``outbox_store`` bean exists.
+
+    Entry parameters also fix the order of shutdown (beans close in reverse creation order):
+    the runner is created after the driver and the relay, so it is closed (drained) first.
+    """
+
+    @entry(JOBS_SETTINGS)
+    def jobs_settings(self) -> JobsSettings:
+        return JobsSettings()
+
+    @entry(JOB_DRIVER)
+    def job_driver(self, jobs_settings: JobsSettings) -> JobDriver:
+        return InProcessJobDriver(
+            retain_completed_ms=jobs_settings.retain_completed_ms,
+            retain_failed_ms=jobs_settings.retain_failed_ms,
+        )
+
+    @entry(JOB_HANDLER_REGISTRY)
+    def job_handler_registry(self, context: ApplicationContext) -> JobHandlerRegistry:
+        return JobHandlerRegistry(context)
+
+    @entry(JOB_QUEUE)
+    def job_queue(
+        self,
+        context: ApplicationContext,
+        jobs_settings: JobsSettings,
+        job_handler_registry: JobHandlerRegistry,
+        job_driver: JobDriver,
+    ) -> JobQueue:
+        return JobQueue(context=context, settings=jobs_settings, registry=job_handler_registry)
+
+    @entry(OUTBOX_RELAY, when_bean=OUTBOX_STORE)
+    def outbox_relay(
+        self, outbox_store: OutboxStore, job_queue: JobQueue, jobs_settings: JobsSettings
+    ) -> OutboxRelay:
+        return OutboxRelay(
+            outbox_store,
+            JobOutboxPublisher(job_queue),
+            poll_interval_ms=jobs_settings.poll_interval_ms,
+            auto_startup=jobs_settings.auto_start,
+        )
+
+    @entry(JOB_RUNNER)
+    def job_runner(
+        self,
+        job_driver: JobDriver,
+        job_handler_registry: JobHandlerRegistry,
+        jobs_settings: JobsSettings,
+        outbox_relay: OutboxRelay | None = None,
+    ) -> JobRunner:
+        return JobRunner(job_driver, job_handler_registry, jobs_settings)

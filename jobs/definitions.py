@@ -1,0 +1,67 @@
+"""Job definitions: a job type with a pydantic schema, checked at enqueue and again at run."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import PayloadValidationError
+from .payload import MAX_TYPE_LENGTH, check_name
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class JobDefinition(Generic[M]):
+    """A job type bound to a schema; pass it in place of the type string."""
+
+    type: str
+    schema: builtins.type[M]
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
+
+    def validate(self, payload: Any) -> M:
+        """The payload as a model; PayloadValidationError names the type, schema and fields."""
+        if isinstance(payload, self.schema):
+            return payload
+        try:
+            return self.schema.model_validate(payload)
+        except ValidationError as exc:
+            raise PayloadValidationError(
+                f"payload for job {self.type!r} does not fit {self.schema.__name__}: "
+                + "; ".join(_describe(error) for error in exc.errors()),
+                "payload",
+            ) from None
+
+    def to_json_value(self, payload: Any) -> Any:
+        """Validate, then the JSON-ready value to store."""
+        return self.validate(payload).model_dump(mode="json")
+
+
+def define_job(
+    type: str,
+    schema: builtins.type[M],
+    *,
+    max_attempts: int | None = None,
+    timeout_ms: int | None = None,
+) -> JobDefinition[M]:
+    """Declare a job type whose payload must fit ``schema`` (a pydantic model).
+
+    >>> SendReceipt = define_job("receipt.send", Receipt, max_attempts=5)
+    >>> await queue.enqueue(SendReceipt, Receipt(invoice_id=7))
+    """
+    check_name("job type", type, MAX_TYPE_LENGTH)
+    if not (isinstance(schema, builtins.type) and issubclass(schema, BaseModel)):
+        raise TypeError(f"schema of job {type!r} must be a pydantic BaseModel, got {schema!r}")
+    if max_attempts is not None and max_attempts < 1:
+        raise ValueError(f"max_attempts of job {type!r} must be at least 1")
+    return JobDefinition(type, schema, max_attempts, timeout_ms)
+
+
+def _describe(error: Any) -> str:
+    path = "payload" + "".join(f"[{json.dumps(part)}]" for part in error.get("loc", ()))
+    return f"{path}: {error.get('msg', 'invalid')}"

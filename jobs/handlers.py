@@ -1,0 +1,217 @@
+"""``@job_handler`` and the registry that finds handlers on every bean at refresh."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .definitions import JobDefinition
+from .errors import DuplicateHandlerError
+from .payload import MAX_TYPE_LENGTH, check_name
+from .retry import Backoff
+
+if TYPE_CHECKING:
+    from framework import ApplicationContext
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_HANDLER_ATTR = "__job_handler__"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandlerOptions:
+    """What ``@job_handler`` records; None means "not set here"."""
+
+    job_type: str
+    definition: JobDefinition[Any] | None = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
+    backoff: Backoff | None = None
+    cron: str | None = None
+    timezone: str | None = None
+
+
+def job_handler(
+    type_or_definition: str | JobDefinition[Any],
+    *,
+    max_attempts: int | None = None,
+    timeout_ms: int | None = None,
+    backoff: Backoff | None = None,
+    cron: str | None = None,
+    timezone: str | None = None,
+) -> Callable[[F], F]:
+    """Mark a bean method as the handler of a job type.
+
+    The method takes ``(payload)`` or ``(payload, ctx: JobContext)``; it may be ``async`` or
+    plain (plain ones run in a worker thread). Options here override what a request or the
+    job's definition asked for. With ``cron``, the scheduler also queues the job on that
+    schedule (``timezone`` defaults to UTC).
+    """
+    options = _options(type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone)
+
+    def decorate(method: F) -> F:
+        if not callable(method):
+            raise TypeError(f"@job_handler({options.job_type!r}) decorates a function")
+        setattr(method, _HANDLER_ATTR, options)
+        return method
+
+    return decorate
+
+
+def _options(
+    type_or_definition: str | JobDefinition[Any],
+    max_attempts: int | None,
+    timeout_ms: int | None,
+    backoff: Backoff | None,
+    cron: str | None,
+    timezone: str | None,
+) -> HandlerOptions:
+    if isinstance(type_or_definition, JobDefinition):
+        definition: JobDefinition[Any] | None = type_or_definition
+        job_type = type_or_definition.type
+    else:
+        definition, job_type = None, type_or_definition
+    check_name("job type", job_type, MAX_TYPE_LENGTH)
+    if max_attempts is not None and max_attempts < 1:
+        raise ValueError(f"max_attempts of handler {job_type!r} must be at least 1")
+    if timeout_ms is not None and timeout_ms <= 0:
+        raise ValueError(f"timeout_ms of handler {job_type!r} must be positive")
+    if timezone is not None and cron is None:
+        raise ValueError(f"handler {job_type!r} has a timezone but no cron schedule")
+    if definition is not None:
+        max_attempts = max_attempts if max_attempts is not None else definition.max_attempts
+        timeout_ms = timeout_ms if timeout_ms is not None else definition.timeout_ms
+    return HandlerOptions(
+        job_type=job_type,
+        definition=definition,
+        max_attempts=max_attempts,
+        timeout_ms=timeout_ms,
+        backoff=backoff,
+        cron=cron,
+        timezone=timezone,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredHandler:
+    """A handler bound to its bean, with how to call it worked out once."""
+
+    options: HandlerOptions
+    function: Callable[..., Any]
+    source: str
+    is_async: bool
+    takes_context: bool
+
+    @property
+    def job_type(self) -> str:
+        return self.options.job_type
+
+
+def handler_options(function: object) -> HandlerOptions | None:
+    options = getattr(function, _HANDLER_ATTR, None)
+    return options if isinstance(options, HandlerOptions) else None
+
+
+class JobHandlerRegistry:
+    """Job type -> handler. Lifecycle phase 0: scans every bean of the context when started.
+
+    A type with two handlers fails ``run()`` naming the type and both handlers. Handlers that
+    are not beans can be added with ``register()``.
+    """
+
+    phase = 0
+    auto_startup = True
+
+    def __init__(self, context: ApplicationContext | None = None) -> None:
+        self._context = context
+        self._handlers: dict[str, RegisteredHandler] = {}
+        self._types: frozenset[str] = frozenset()
+        self._running = False
+
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    def start(self) -> None:
+        if self._running:
+            return
+        if self._context is not None:
+            for name, bean in self._context.beans():
+                if bean is not self:
+                    self._scan(name, bean)
+        self._running = True
+
+    def stop(self) -> None:
+        self._running = False
+
+    def register(
+        self,
+        type_or_definition: str | JobDefinition[Any],
+        function: Callable[..., Any],
+        *,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        backoff: Backoff | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+    ) -> RegisteredHandler:
+        """Register a plain function (or bound method) as the handler of a job type."""
+        options = _options(type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone)
+        return self._add(options, function, getattr(function, "__qualname__", repr(function)))
+
+    def get(self, job_type: str) -> RegisteredHandler | None:
+        return self._handlers.get(job_type)
+
+    @property
+    def types(self) -> frozenset[str]:
+        """Job types with a handler: what a runner claims."""
+        return self._types
+
+    def handlers(self) -> Iterable[RegisteredHandler]:
+        return list(self._handlers.values())
+
+    def _scan(self, bean_name: str, bean: object) -> None:
+        if inspect.isclass(bean) or inspect.ismodule(bean):
+            return
+        seen: set[str] = set()
+        for cls in type(bean).__mro__:
+            for attr, value in vars(cls).items():
+                if attr in seen:
+                    continue
+                seen.add(attr)
+                options = handler_options(value)
+                if options is not None:
+                    self._add(options, getattr(bean, attr), f"{bean_name}.{attr}")
+
+    def _add(
+        self, options: HandlerOptions, function: Callable[..., Any], source: str
+    ) -> RegisteredHandler:
+        existing = self._handlers.get(options.job_type)
+        if existing is not None:
+            raise DuplicateHandlerError(options.job_type, existing.source, source)
+        handler = RegisteredHandler(
+            options=options,
+            function=function,
+            source=source,
+            is_async=inspect.iscoroutinefunction(function),
+            takes_context=_takes_context(function, options.job_type),
+        )
+        self._handlers[options.job_type] = handler
+        self._types = frozenset(self._handlers)
+        return handler
+
+
+def _takes_context(function: Callable[..., Any], job_type: str) -> bool:
+    params = [
+        p
+        for p in inspect.signature(function).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(params) not in (1, 2):
+        raise TypeError(
+            f"handler of {job_type!r} must take (payload) or (payload, ctx), "
+            f"got {len(params)} positional parameters"
+        )
+    return len(params) == 2

@@ -1,0 +1,157 @@
+"""OutboxRelay: hands committed outbox entries to a publisher, at least once.
+
+Claims unpublished entries with a lease, publishes each, marks it published. A publish that
+fails puts the entry back after a backoff; a relay that dies leaves its entries to their lease.
+Woken right after a commit that appended (the store's ``wait_for_entries``), polling as the
+fallback. Lifecycle phase 20, started like the runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from loguru import logger
+
+from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
+from .retry import Backoff, exponential_backoff
+from .telemetry import describe_error
+
+_PRUNE_EVERY_S = 60.0
+
+
+class OutboxRelay:
+    """Moves outbox entries from a store to a publisher."""
+
+    phase = 20
+
+    def __init__(
+        self,
+        store: OutboxStore,
+        publisher: OutboxPublisher,
+        *,
+        batch_size: int = 100,
+        lease_ms: int = 30_000,
+        poll_interval_ms: int = 1_000,
+        retain_published_ms: int | None = None,
+        backoff: Backoff | None = None,
+        auto_startup: bool = False,
+    ) -> None:
+        if batch_size <= 0 or lease_ms <= 0 or poll_interval_ms <= 0:
+            raise ValueError("batch_size, lease_ms and poll_interval_ms must be positive")
+        self.store = store
+        self.publisher = publisher
+        self.batch_size = batch_size
+        self.lease_ms = lease_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.retain_published_ms = retain_published_ms
+        self.backoff = backoff or exponential_backoff(1_000, 30_000)
+        self.auto_startup = auto_startup
+        self.stats: dict[str, int] = {"published": 0, "failed": 0}
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._waiting = False
+        self._closed = False
+        self._last_prune = 0.0
+
+    @property
+    def is_running(self) -> bool:
+        return self._task is not None and not self._stopping
+
+    def start(self) -> None:
+        """Start relaying (call from inside the running event loop). Idempotent."""
+        if self._closed:
+            raise RuntimeError("the outbox relay is closed; build a new one")
+        if self.is_running:
+            return
+        self._stopping = False
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="jobs.outbox-relay")
+
+    def stop(self) -> None:
+        """Stop claiming entries; a batch being published is finished. Idempotent."""
+        if self._stopping or self._task is None:
+            return
+        self._stopping = True
+        if self._waiting:
+            self._task.cancel()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def relay_once(self) -> int:
+        """Claim one batch and publish it; how many entries were claimed."""
+        entries = await self.store.claim(self.batch_size, self.lease_ms)
+        for entry in entries:
+            await self._publish(entry)
+        await self._prune_now_and_then()
+        return len(entries)
+
+    async def _loop(self) -> None:
+        failures = 0
+        while not self._stopping:
+            try:
+                claimed = await self.relay_once()
+            except Exception as exc:
+                failures += 1
+                delay_ms = self.backoff(failures)
+                logger.opt(exception=exc).error(
+                    "outbox relay failed ({} in a row); retrying in {} ms", failures, delay_ms
+                )
+                await self._wait(asyncio.sleep(delay_ms / 1000))
+                continue
+            failures = 0
+            if claimed < self.batch_size:
+                await self._wait(self.store.wait_for_entries(self.poll_interval_ms))
+
+    async def _wait(self, waiting: Any) -> None:
+        self._waiting = True
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+        finally:
+            self._waiting = False
+
+    async def _publish(self, entry: OutboxEntry) -> None:
+        try:
+            await self.publisher.publish(entry)
+        except Exception as exc:
+            self.stats["failed"] += 1
+            delay_ms = self.backoff(entry.attempts)
+            logger.bind(entry_id=entry.id, entry_type=entry.type).warning(
+                "publishing outbox entry {} ({}) failed, retrying in {} ms: {}: {}",
+                entry.id,
+                entry.type,
+                delay_ms,
+                type(exc).__name__,
+                exc,
+            )
+            await self.store.release(
+                entry.id, entry.lease_token, delay_ms=delay_ms, error=describe_error(exc)
+            )
+            return
+        if await self.store.mark_published(entry.id, entry.lease_token):
+            self.stats["published"] += 1
+        else:
+            logger.bind(entry_id=entry.id).warning(
+                "outbox entry {} was reclaimed before it was marked; it will be handed over again",
+                entry.id,
+            )
+
+    async def _prune_now_and_then(self) -> None:
+        if self.retain_published_ms is None:
+            return
+        now = time.monotonic()
+        if now - self._last_prune < _PRUNE_EVERY_S:
+            return
+        self._last_prune = now
+        pruned = await self.store.prune(self.retain_published_ms)
+        if pruned:
+            logger.debug("pruned {} published outbox entries", pruned)

@@ -1,0 +1,141 @@
+"""JobQueue: the producer facade. Validates, then hands the job to the driver bean."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .clock import to_epoch_ms
+from .definitions import JobDefinition
+from .driver import JobDriver, JobRequest
+from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
+from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
+from .telemetry import current_traceparent
+from .tokens import JOB_DRIVER
+
+if TYPE_CHECKING:
+    from framework import ApplicationContext
+
+    from .handlers import JobHandlerRegistry
+
+
+def new_job_id() -> str:
+    """32 hex characters: milliseconds since the epoch, then 80 random bits (sorts by time)."""
+    return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
+
+
+class JobQueue:
+    """Enqueues jobs. Give it a driver, or a context to resolve the JOB_DRIVER bean from.
+
+    Resolving through the context on each call means an overridden driver bean is the one used.
+    """
+
+    def __init__(
+        self,
+        driver: JobDriver | None = None,
+        *,
+        context: ApplicationContext | None = None,
+        settings: JobsSettings | None = None,
+        registry: JobHandlerRegistry | None = None,
+    ) -> None:
+        if driver is None and context is None:
+            raise ValueError("JobQueue needs a driver or a context to find the driver bean in")
+        self._driver = driver
+        self._context = context
+        self._max_payload_bytes = (settings or JobsSettings()).max_payload_bytes
+        self._registry = registry
+
+    @property
+    def driver(self) -> JobDriver:
+        if self._driver is not None:
+            return self._driver
+        assert self._context is not None
+        return self._context.get_value(JOB_DRIVER)
+
+    async def enqueue(
+        self,
+        type_or_definition: str | JobDefinition[Any],
+        payload: Any = None,
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> str | None:
+        """Store a job; its id, or None when a live job already holds ``key``.
+
+        Raises PayloadError (a ValueError) naming the path of anything in ``payload`` that is
+        not JSON, and before any I/O.
+        """
+        return await self.driver.enqueue(
+            self.build_request(
+                type_or_definition,
+                payload,
+                delay_ms=delay_ms,
+                run_at=run_at,
+                max_attempts=max_attempts,
+                timeout_ms=timeout_ms,
+                key=key,
+            )
+        )
+
+    def build_request(
+        self,
+        type_or_definition: str | JobDefinition[Any],
+        payload: Any = None,
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> JobRequest:
+        """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
+        definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
+        if definition is not None:
+            job_type = definition.type
+            payload = definition.to_json_value(payload)
+        else:
+            job_type = check_name("job type", type_or_definition, MAX_TYPE_LENGTH)
+        text = encode_payload(payload, max_bytes=self._max_payload_bytes)
+        if key is not None:
+            check_name("key", key, MAX_KEY_LENGTH)
+        if delay_ms is not None and run_at is not None:
+            raise ValueError("give delay_ms or run_at, not both")
+        if delay_ms is not None and delay_ms < 0:
+            raise ValueError(f"delay_ms must not be negative, got {delay_ms}")
+        if timeout_ms is not None and timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be positive, got {timeout_ms}")
+        return JobRequest(
+            id=new_job_id(),
+            type=job_type,
+            payload=text,
+            max_attempts=self._max_attempts(job_type, definition, max_attempts),
+            timeout_ms=timeout_ms if timeout_ms is not None else _definition_timeout(definition),
+            key=key,
+            delay_ms=delay_ms or 0,
+            run_at_ms=to_epoch_ms(run_at) if run_at is not None else None,
+            trace_context=current_traceparent(),
+        )
+
+    def _max_attempts(
+        self, job_type: str, definition: JobDefinition[Any] | None, requested: int | None
+    ) -> int:
+        """The handler's setting wins, then the request's, then the definition's, then 3."""
+        handler = self._registry.get(job_type) if self._registry is not None else None
+        if handler is not None and handler.options.max_attempts is not None:
+            return handler.options.max_attempts
+        if requested is not None:
+            if requested < 1:
+                raise ValueError(f"max_attempts must be at least 1, got {requested}")
+            return requested
+        if definition is not None and definition.max_attempts is not None:
+            return definition.max_attempts
+        return DEFAULT_MAX_ATTEMPTS
+
+
+def _definition_timeout(definition: JobDefinition[Any] | None) -> int | None:
+    return definition.timeout_ms if definition is not None else None

@@ -1,0 +1,233 @@
+"""JobRunner: claims jobs its handlers know, runs them concurrently, settles each attempt.
+
+The loop: claim as many jobs as there are free slots, start an Attempt for each, and when the
+store has nothing more, wait for the driver's wake-up (``poll_interval_ms`` at most). A failing
+store call is logged and retried with backoff; the loop does not die. ``stop()`` ends claiming
+while attempts in flight go on; ``close()`` also waits for them (up to ``drain_timeout_ms``,
+after which they are cancelled and their jobs left to their leases).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from loguru import logger
+
+from .driver import ClaimedJob, JobDriver
+from .errors import JobsError
+from .execution import Attempt, Outcome
+from .handlers import JobHandlerRegistry
+from .retry import DEFAULT_BACKOFF, Backoff, exponential_backoff
+from .settings import JobsSettings
+
+_STORE_BACKOFF = exponential_backoff(100, 30_000)
+
+
+class JobRunner:
+    """The worker engine (lifecycle phase 10). ``start()`` explicitly, or ``auto_start``."""
+
+    phase = 10
+
+    def __init__(
+        self,
+        driver: JobDriver,
+        registry: JobHandlerRegistry,
+        settings: JobsSettings | None = None,
+        *,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        **overrides: Any,
+    ) -> None:
+        base = settings or JobsSettings()
+        self.settings = JobsSettings(**{**base.__dict__, **overrides}) if overrides else base
+        self.driver = driver
+        self.registry = registry
+        self.backoff = backoff
+        self.lease_ms = self.settings.lease_ms
+        self.heartbeat_ms = self.settings.effective_heartbeat_ms
+        self.executor = ThreadPoolExecutor(
+            max_workers=self.settings.concurrency, thread_name_prefix="jobs-handler"
+        )
+        self.stats: dict[str, int] = dict.fromkeys(
+            ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
+        )
+        self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
+        self._abandoned: set[asyncio.Future[Any]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._waiting = False
+        self._slot_freed: asyncio.Event | None = None
+        self._stopping = False
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def auto_startup(self) -> bool:
+        return self.settings.auto_start
+
+    @property
+    def is_running(self) -> bool:
+        return self._loop_task is not None and not self._stopping
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._attempts)
+
+    def start(self) -> None:
+        """Start claiming (call from inside the running event loop). Idempotent."""
+        if self._closed:
+            raise JobsError("the job runner is closed; build a new one")
+        if self.is_running:
+            return
+        self._stopping = False
+        self._slot_freed = asyncio.Event()
+        self._loop_task = asyncio.get_running_loop().create_task(
+            self._claim_loop(), name="jobs.runner.claim-loop"
+        )
+
+    def stop(self) -> None:
+        """Stop claiming; jobs in flight go on. Idempotent."""
+        if self._stopping or self._loop_task is None:
+            return
+        self._stopping = True
+        if self._waiting:
+            self._loop_task.cancel()
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
+    async def close(self, drain_timeout_ms: int | None = None) -> None:
+        """Stop, then wait for jobs in flight; past the drain deadline, cancel them."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        if self._loop_task is not None:
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        deadline_ms = drain_timeout_ms if drain_timeout_ms is not None else (
+            self.settings.drain_timeout_ms
+        )
+        pending = set(self._attempts)
+        if pending:
+            _, late = await asyncio.wait(
+                pending, timeout=None if deadline_ms is None else deadline_ms / 1000
+            )
+            if late:
+                logger.warning(
+                    "{} job(s) still running at the drain deadline; cancelled and left to their "
+                    "leases",
+                    len(late),
+                )
+                for task in late:
+                    task.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- the claim loop ------------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        failures = 0
+        concurrency = self.settings.concurrency
+        while not self._stopping:
+            free = concurrency - len(self._attempts)
+            if free <= 0:
+                await self._wait(self._wait_for_slot())
+                continue
+            types = self.registry.types
+            try:
+                jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
+            except Exception as exc:
+                failures += 1
+                delay_ms = _STORE_BACKOFF(failures)
+                logger.opt(exception=exc).error(
+                    "claiming jobs failed ({} in a row); retrying in {} ms", failures, delay_ms
+                )
+                await self._wait(asyncio.sleep(delay_ms / 1000))
+                continue
+            if failures:
+                logger.info("claiming jobs works again after {} failure(s)", failures)
+                failures = 0
+            for job in jobs:
+                self._launch(job)
+            if len(jobs) < free:
+                await self._wait(self.driver.wait_for_work(types, self.settings.poll_interval_ms))
+
+    async def _wait(self, waiting: Awaitable[Any]) -> None:
+        """Await something ``stop()`` may interrupt by cancelling the loop."""
+        self._waiting = True
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+        except Exception as exc:
+            logger.opt(exception=exc).error("waiting for jobs failed")
+            await asyncio.sleep(self.settings.poll_interval_ms / 1000)
+        finally:
+            self._waiting = False
+
+    async def _wait_for_slot(self) -> None:
+        assert self._slot_freed is not None
+        await self._slot_freed.wait()
+        self._slot_freed.clear()
+
+    def _launch(self, job: ClaimedJob) -> None:
+        self.stats["claimed"] += 1
+        handler = self.registry.get(job.type)
+        if handler is None:  # registered types only are claimed; this is a defect, not input
+            raise JobsError(f"claimed job type {job.type!r} has no handler")
+        attempt = Attempt(self, job, handler)
+        task = asyncio.get_running_loop().create_task(attempt.run())
+        self._attempts[task] = attempt
+        task.add_done_callback(self._on_attempt_done)
+
+    def _on_attempt_done(self, task: asyncio.Task[Outcome]) -> None:
+        self._attempts.pop(task, None)
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            logger.opt(exception=error).error("a job attempt failed inside the runner")
+            return
+        self.stats[task.result()] += 1
+
+    # -- services for attempts -----------------------------------------------------------------
+
+    async def call_store(self, call: Callable[[], Awaitable[bool]]) -> bool:
+        """A settle call, retried with backoff through store outages while the lease lasts."""
+        deadline = time.monotonic() + self.lease_ms / 1000
+        failures = 0
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                failures += 1
+                delay_s = _STORE_BACKOFF(failures) / 1000
+                if time.monotonic() + delay_s > deadline:
+                    logger.opt(exception=exc).error(
+                        "settling a job failed {} times; it will run again after its lease",
+                        failures,
+                    )
+                    return False
+                logger.warning("settling a job failed ({}: {}); retrying", type(exc).__name__, exc)
+                await asyncio.sleep(delay_s)
+
+    def track_abandoned(self, job: ClaimedJob, future: asyncio.Future[Any]) -> None:
+        """Keep a handler that ignored cancellation in sight until it ends on its own."""
+        self.stats["abandoned"] += 1
+        logger.bind(job_id=job.id, job_type=job.type).error(
+            "the handler of job {} ({}) ignored cancellation; settled without it",
+            job.type,
+            job.id,
+        )
+        self._abandoned.add(future)
+        future.add_done_callback(self._forget_abandoned)
+
+    def _forget_abandoned(self, future: asyncio.Future[Any]) -> None:
+        self._abandoned.discard(future)
+        if not future.cancelled():
+            future.exception()  # retrieved: an abandoned handler's late error is not news

@@ -1,0 +1,25 @@
+"""Bean tokens of the jobs plugin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from framework import Token
+
+if TYPE_CHECKING:
+    from .driver import JobDriver
+    from .handlers import JobHandlerRegistry
+    from .outbox import OutboxStore
+    from .outbox_relay import OutboxRelay
+    from .queue import JobQueue
+    from .runner import JobRunner
+    from .settings import JobsSettings
+
+JOB_DRIVER: Token[JobDriver] = Token("job_driver")
+JOB_QUEUE: Token[JobQueue] = Token("job_queue")
+JOB_HANDLER_REGISTRY: Token[JobHandlerRegistry] = Token("job_handler_registry")
+JOB_SCHEDULER: Token[Any] = Token("job_scheduler")
+JOB_RUNNER: Token[JobRunner] = Token("job_runner")
+JOBS_SETTINGS: Token[JobsSettings] = Token("jobs_settings")
+OUTBOX_STORE: Token[OutboxStore] = Token("outbox_store")
+OUTBOX_RELAY: Token[OutboxRelay] = Token("outbox_relay")
