@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from jobs import (
+    JOB_QUEUE,
+    InProcessJobDriver,
+    JobQueue,
+    JobsSettings,
+    ManualClock,
+    PayloadError,
+    PayloadTooLargeError,
+    PayloadValidationError,
+    define_job,
+    job_handler,
+)
+
+from .conftest import AppFactory
+
+
+class Receipt(BaseModel):
+    invoice_id: int
+    email: str
+
+
+SEND_RECEIPT = define_job("receipt.send", Receipt, max_attempts=5, timeout_ms=9_000)
+
+
+async def test_enqueue_returns_the_id_and_stores_the_job() -> None:
+    driver = InProcessJobDriver()
+    queue = JobQueue(driver)
+    job_id = await queue.enqueue("email.send", {"to": "a@b.c"})
+    assert isinstance(job_id, str)
+    assert len(job_id) == 32
+    info = await driver.get_job(job_id)
+    assert info is not None
+    assert (info.type, info.payload, info.max_attempts) == ("email.send", {"to": "a@b.c"}, 3)
+
+
+async def test_ids_sort_by_time() -> None:
+    queue = JobQueue(InProcessJobDriver())
+    first = await queue.enqueue("t")
+    second = await queue.enqueue("t")
+    assert first is not None
+    assert second is not None
+    assert first[:12] <= second[:12]
+
+
+async def test_a_live_key_drops_the_repeat() -> None:
+    queue = JobQueue(InProcessJobDriver())
+    assert await queue.enqueue("receipt", {"id": 1}, key="receipt:1") is not None
+    assert await queue.enqueue("receipt", {"id": 1}, key="receipt:1") is None
+
+
+async def test_payload_errors_are_raised_before_anything_is_stored() -> None:
+    driver = InProcessJobDriver()
+    queue = JobQueue(driver)
+    with pytest.raises(PayloadError, match=r'payload\["items"\]\[2\]\["deep"\]: set is not JSON'):
+        await queue.enqueue("t", {"items": [1, 2, {"deep": {3}}]})
+    assert sum((await driver.counts()).values()) == 0
+
+
+async def test_payload_size_limit_comes_from_settings() -> None:
+    queue = JobQueue(InProcessJobDriver(), settings=JobsSettings(max_payload_bytes=100))
+    with pytest.raises(PayloadTooLargeError):
+        await queue.enqueue("t", "x" * 200)
+
+
+async def test_delay_and_run_at_are_relative_and_absolute() -> None:
+    clock = ManualClock()
+    driver = InProcessJobDriver(clock=clock)
+    queue = JobQueue(driver)
+    delayed = await queue.enqueue("t", delay_ms=5_000)
+    when = datetime(2030, 1, 1, tzinfo=UTC)
+    scheduled = await queue.enqueue("t", run_at=when)
+    assert delayed is not None
+    assert scheduled is not None
+    delayed_info = await driver.get_job(delayed)
+    scheduled_info = await driver.get_job(scheduled)
+    assert delayed_info is not None
+    assert scheduled_info is not None
+    assert delayed_info.run_at == datetime.fromtimestamp(clock.now_ms() / 1000, UTC) + timedelta(
+        milliseconds=5_000
+    )
+    assert scheduled_info.run_at == when
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"delay_ms": 1, "run_at": datetime(2030, 1, 1, tzinfo=UTC)}, "not both"),
+        ({"delay_ms": -1}, "must not be negative"),
+        ({"run_at": datetime(2030, 1, 1)}, "timezone-aware"),
+        ({"max_attempts": 0}, "at least 1"),
+        ({"timeout_ms": 0}, "must be positive"),
+        ({"key": ""}, "key must not be empty"),
+    ],
+)
+async def test_bad_options_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        await JobQueue(InProcessJobDriver()).enqueue("t", **kwargs)
+
+
+async def test_a_definition_validates_its_payload_at_enqueue() -> None:
+    driver = InProcessJobDriver()
+    queue = JobQueue(driver)
+    job_id = await queue.enqueue(SEND_RECEIPT, {"invoice_id": "7", "email": "a@b.c"})
+    assert job_id is not None
+    info = await driver.get_job(job_id)
+    assert info is not None
+    assert info.payload == {"invoice_id": 7, "email": "a@b.c"}
+    assert (info.max_attempts, info.timeout_ms) == (5, 9_000)
+    assert await queue.enqueue(SEND_RECEIPT, Receipt(invoice_id=8, email="x")) is not None
+    with pytest.raises(PayloadValidationError) as caught:
+        await queue.enqueue(SEND_RECEIPT, {"invoice_id": "seven"})
+    message = str(caught.value)
+    assert "job 'receipt.send' does not fit Receipt" in message
+    assert 'payload["invoice_id"]' in message
+    assert 'payload["email"]: Field required' in message
+
+
+async def test_handler_max_attempts_wins_over_the_request(make_app: AppFactory) -> None:
+    class Worker:
+        @job_handler("picky", max_attempts=7)
+        async def handle(self, payload: Any) -> None: ...
+
+    driver = InProcessJobDriver()
+    context = await make_app(driver=driver, worker=Worker())
+    job_id = await context.get_value(JOB_QUEUE).enqueue("picky", max_attempts=2)
+    assert job_id is not None
+    info = await driver.get_job(job_id)
+    assert info is not None
+    assert info.max_attempts == 7
+
+
+async def test_the_queue_bean_uses_the_driver_bean_of_its_context(make_app: AppFactory) -> None:
+    mine = InProcessJobDriver()
+    context = await make_app(driver=mine)
+    job_id = await context.get_value(JOB_QUEUE).enqueue("t")
+    assert job_id is not None
+    assert await mine.get_job(job_id) is not None
+
+
+async def test_a_queue_needs_a_driver_or_a_context() -> None:
+    with pytest.raises(ValueError, match="needs a driver or a context"):
+        JobQueue()

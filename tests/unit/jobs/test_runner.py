@@ -1,0 +1,416 @@
+"""The runner's rules, on the in-process driver."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Collection
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from framework import LifecycleError
+from jobs import (
+    JOB_DRIVER,
+    JOB_QUEUE,
+    JOB_RUNNER,
+    ClaimedJob,
+    DuplicateHandlerError,
+    InProcessJobDriver,
+    JobContext,
+    JobHandlerRegistry,
+    JobQueue,
+    JobRunner,
+    JobsSettings,
+    ManualClock,
+    StoreUnavailableError,
+    define_job,
+    job_handler,
+)
+from tests.support import captured_logs, wait_until
+
+from .conftest import AppFactory
+
+
+async def job_state(driver: Any, job_id: str | None) -> tuple[str, int]:
+    assert job_id is not None
+    info = await driver.get_job(job_id)
+    assert info is not None
+    return info.state, info.attempts
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any, int]] = []
+        self.threads: list[str] = []
+        self.gate = asyncio.Event()
+
+
+async def test_handlers_on_beans_run_with_payload_and_context(make_app: AppFactory) -> None:
+    recorder = Recorder()
+
+    class Worker:
+        @job_handler("email.send", max_attempts=5)
+        async def send(self, payload: Any, ctx: JobContext) -> None:
+            recorder.calls.append((ctx.type, payload, ctx.attempt))
+            assert ctx.max_attempts == 5
+            assert not ctx.signal.is_set()
+
+        @job_handler("plain")
+        async def plain(self, payload: Any) -> None:
+            recorder.calls.append(("plain", payload, 0))
+
+    context = await make_app(worker=Worker())
+    context.get_value(JOB_RUNNER).start()
+    queue = context.get_value(JOB_QUEUE)
+    first = await queue.enqueue("email.send", {"to": "a@b.c"})
+    second = await queue.enqueue("plain", [1, 2])
+    driver = context.get_value(JOB_DRIVER)
+    for job_id in (first, second):
+        await wait_until(lambda j=job_id: _completed(driver, j), message="jobs completed")
+    assert sorted(recorder.calls) == [("email.send", {"to": "a@b.c"}, 1), ("plain", [1, 2], 0)]
+
+
+async def _completed(driver: Any, job_id: str | None) -> bool:
+    return (await job_state(driver, job_id))[0] == "completed"
+
+
+async def test_sync_handlers_run_in_a_worker_thread(make_app: AppFactory) -> None:
+    recorder = Recorder()
+
+    class Worker:
+        @job_handler("sync.job")
+        def handle(self, payload: Any) -> None:
+            recorder.threads.append(threading.current_thread().name)
+
+    context = await make_app(worker=Worker())
+    context.get_value(JOB_RUNNER).start()
+    job_id = await context.get_value(JOB_QUEUE).enqueue("sync.job")
+    await wait_until(lambda: _completed(context.get_value(JOB_DRIVER), job_id))
+    assert recorder.threads[0].startswith("jobs-handler")
+    assert recorder.threads[0] != threading.current_thread().name
+
+
+async def test_a_type_with_two_handlers_fails_run_naming_both(make_app: AppFactory) -> None:
+    class First:
+        @job_handler("report.build")
+        async def build(self, payload: Any) -> None: ...
+
+    class Second:
+        @job_handler("report.build")
+        async def also_build(self, payload: Any) -> None: ...
+
+    with pytest.raises(LifecycleError) as caught:
+        await make_app(first=First(), second=Second())
+    assert isinstance(caught.value.__cause__, DuplicateHandlerError)
+    message = str(caught.value)
+    assert "'report.build'" in message
+    assert "first.build" in message
+    assert "second.also_build" in message
+
+
+async def test_handlers_must_take_payload_and_optional_context() -> None:
+    registry = JobHandlerRegistry()
+
+    async def too_many(a: Any, b: Any, c: Any) -> None: ...
+
+    with pytest.raises(TypeError, match=r"must take \(payload\) or \(payload, ctx\)"):
+        registry.register("x", too_many)
+
+
+async def test_attempts_are_counted_and_retries_back_off_1_2_4_seconds() -> None:
+    clock = ManualClock()
+    driver = InProcessJobDriver(clock=clock)
+    registry = JobHandlerRegistry()
+    attempts: list[int] = []
+
+    async def always_fails(payload: Any, ctx: JobContext) -> None:
+        attempts.append(ctx.attempt)
+        raise ValueError(f"attempt {ctx.attempt} failed")
+
+    registry.register("flaky", always_fails, max_attempts=4)
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=60_000))
+    runner.start()
+    job_id = await JobQueue(driver).enqueue("flaky")
+    assert job_id is not None
+    try:
+        for attempt, delay_ms in ((1, 1_000), (2, 2_000), (3, 4_000)):
+            await wait_until(
+                lambda a=attempt: _pending_after(driver, job_id, a), message=f"retry {attempt}"
+            )
+            info = await driver.get_job(job_id)
+            assert info is not None
+            assert int(info.run_at.timestamp() * 1000) == clock.now_ms() + delay_ms
+            assert info.last_error is not None
+            assert info.last_error.startswith(f"ValueError: attempt {attempt} failed")
+            clock.advance(delay_ms - 1)
+            assert attempts == list(range(1, attempt + 1))
+            clock.advance(1)
+        await wait_until(lambda: _state_is(driver, job_id, "failed"), message="terminal failure")
+        info = await driver.get_job(job_id)
+        assert info is not None
+        assert (info.attempts, attempts) == (4, [1, 2, 3, 4])
+        assert info.last_error is not None
+        assert info.last_error.startswith("ValueError: attempt 4 failed")
+        assert "in always_fails" in info.last_error
+    finally:
+        await runner.close()
+
+
+async def _pending_after(driver: Any, job_id: str, attempts: int) -> bool:
+    return await job_state(driver, job_id) == ("pending", attempts)
+
+
+async def _state_is(driver: Any, job_id: str | None, state: str) -> bool:
+    return (await job_state(driver, job_id))[0] == state
+
+
+async def test_a_handler_backoff_replaces_the_default() -> None:
+    clock = ManualClock()
+    driver = InProcessJobDriver(clock=clock)
+    registry = JobHandlerRegistry()
+
+    async def fails(payload: Any) -> None:
+        raise RuntimeError("no")
+
+    registry.register("t", fails, backoff=lambda attempt: 250 * attempt)
+    runner = JobRunner(driver, registry)
+    runner.start()
+    job_id = await JobQueue(driver).enqueue("t")
+    assert job_id is not None
+    await wait_until(lambda: _pending_after(driver, job_id, 1))
+    info = await driver.get_job(job_id)
+    assert info is not None
+    assert int(info.run_at.timestamp() * 1000) == clock.now_ms() + 250
+    await runner.close()
+
+
+async def test_jobs_of_unregistered_types_are_left_pending(make_app: AppFactory) -> None:
+    class Worker:
+        @job_handler("known")
+        async def handle(self, payload: Any) -> None: ...
+
+    context = await make_app(worker=Worker())
+    context.get_value(JOB_RUNNER).start()
+    queue = context.get_value(JOB_QUEUE)
+    driver = context.get_value(JOB_DRIVER)
+    later = await queue.enqueue("deployed.later")
+    known = await queue.enqueue("known")
+    await wait_until(lambda: _completed(driver, known))
+    assert await job_state(driver, later) == ("pending", 0)
+
+
+async def test_concurrency_is_limited_and_claims_are_sized_to_free_slots() -> None:
+    driver = RecordingDriver(InProcessJobDriver())
+    registry = JobHandlerRegistry()
+    gate = asyncio.Event()
+    running = 0
+    most = 0
+
+    async def blocked(payload: Any) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await gate.wait()
+        running -= 1
+
+    registry.register("t", blocked)
+    runner = JobRunner(driver, registry, JobsSettings(concurrency=3))
+    driver.runner = runner
+    queue = JobQueue(driver)
+    ids = [await queue.enqueue("t") for _ in range(10)]
+    runner.start()
+    await wait_until(lambda: runner.in_flight == 3, message="three in flight")
+    assert driver.claim_limits[0] == 3
+    gate.set()
+    for job_id in ids:
+        await wait_until(lambda j=job_id: _completed(driver, j))
+    assert most == 3
+    assert driver.claim_limits == driver.free_slots
+    await runner.close()
+
+
+class RecordingDriver:
+    """Delegates to a real driver, recording claims and optionally failing or slowing calls."""
+
+    def __init__(self, inner: InProcessJobDriver) -> None:
+        self.inner = inner
+        self.runner: JobRunner | None = None
+        self.claim_limits: list[int] = []
+        self.free_slots: list[int] = []
+        self.claim_failures = 0
+        self.heartbeat_delay = 0.0
+        self.events: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+        if self.claim_failures:
+            self.claim_failures -= 1
+            raise StoreUnavailableError("store is down (test)")
+        self.claim_limits.append(limit)
+        if self.runner is not None:
+            self.free_slots.append(self.runner.settings.concurrency - self.runner.in_flight)
+        return await self.inner.claim(limit, lease_ms, types)
+
+    async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
+        self.events.append("heartbeat started")
+        await asyncio.sleep(self.heartbeat_delay)
+        held = await self.inner.heartbeat(job_id, lease_token, lease_ms)
+        self.events.append("heartbeat finished")
+        return held
+
+    async def complete(self, job_id: str, lease_token: str) -> bool:
+        self.events.append("complete")
+        return await self.inner.complete(job_id, lease_token)
+
+
+async def test_a_failing_store_is_logged_and_the_loop_carries_on() -> None:
+    driver = RecordingDriver(InProcessJobDriver())
+    driver.claim_failures = 2
+    registry = JobHandlerRegistry()
+
+    async def works(payload: Any) -> None: ...
+
+    registry.register("t", works)
+    job_id = await JobQueue(driver).enqueue("t")
+    runner = JobRunner(driver, registry)
+    with captured_logs() as logs:
+        runner.start()
+        await wait_until(lambda: _completed(driver, job_id), message="completed after outage")
+    errors = [r["message"] for r in logs if r["level"] == "ERROR"]
+    assert errors[:2] == [
+        "claiming jobs failed (1 in a row); retrying in 100 ms",
+        "claiming jobs failed (2 in a row); retrying in 200 ms",
+    ]
+    assert any("works again after 2 failure(s)" in r["message"] for r in logs)
+    await runner.close()
+
+
+async def test_heartbeats_keep_the_lease_and_the_last_one_is_awaited() -> None:
+    driver = RecordingDriver(InProcessJobDriver())
+    driver.heartbeat_delay = 0.15
+    registry = JobHandlerRegistry()
+    release = asyncio.Event()
+
+    async def slow(payload: Any) -> None:
+        await release.wait()
+
+    registry.register("t", slow)
+    runner = JobRunner(driver, registry, JobsSettings(lease_ms=300, heartbeat_ms=50))
+    job_id = await JobQueue(driver).enqueue("t")
+    runner.start()
+    await wait_until(lambda: driver.events.count("heartbeat finished") >= 3, message="3 beats")
+    # The lease (300 ms) would have expired long ago without the beats: nobody can take it.
+    assert await driver.inner.claim(1, 300, ["t"]) == []
+    await wait_until(lambda: driver.events[-1] == "heartbeat started", message="a beat in flight")
+    release.set()
+    await wait_until(lambda: _completed(driver, job_id))
+    assert driver.events[-3:] == ["heartbeat started", "heartbeat finished", "complete"]
+    assert await job_state(driver, job_id) == ("completed", 1)
+    await runner.close()
+
+
+async def test_a_lost_lease_cancels_the_handler_and_drops_its_result() -> None:
+    clock = ManualClock()
+    driver = InProcessJobDriver(clock=clock)
+    registry = JobHandlerRegistry()
+    signals: list[str | None] = []
+    started = asyncio.Event()
+
+    async def long(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            signals.append(ctx.signal.reason)
+
+    registry.register("t", long)
+    runner = JobRunner(driver, registry, JobsSettings(lease_ms=10_000, heartbeat_ms=30))
+    job_id = await JobQueue(driver).enqueue("t")
+    runner.start()
+    await asyncio.wait_for(started.wait(), 5)
+    clock.advance(10_000)
+    (thief,) = await driver.claim(1, 10_000, ["t"])
+    await wait_until(lambda: runner.stats["lease_lost"] == 1, message="lease lost")
+    assert signals == ["lease lost"]
+    assert await job_state(driver, job_id) == ("active", 2)
+    assert await driver.complete(job_id, thief.lease_token)
+    await runner.close()
+
+
+async def test_an_idle_runner_wakes_at_once_when_work_arrives() -> None:
+    driver = InProcessJobDriver()
+    registry = JobHandlerRegistry()
+    ran = asyncio.Event()
+
+    async def handle(payload: Any) -> None:
+        ran.set()
+
+    registry.register("t", handle)
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=600_000))
+    runner.start()
+    await asyncio.sleep(0.02)  # let the runner find nothing and go idle
+    await JobQueue(driver).enqueue("t")
+    await asyncio.wait_for(ran.wait(), 1.0)
+    await runner.close()
+
+
+class Report(BaseModel):
+    month: str
+    pages: int
+
+
+BUILD_REPORT = define_job("report.build", Report, max_attempts=5)
+
+
+async def test_a_definition_handler_gets_the_model_and_a_misfit_row_fails_at_once(
+    make_app: AppFactory,
+) -> None:
+    received: list[Any] = []
+
+    class Reports:
+        @job_handler(BUILD_REPORT)
+        async def build(self, payload: Report) -> None:
+            received.append(payload)
+
+    context = await make_app(reports=Reports())
+    context.get_value(JOB_RUNNER).start()
+    queue = context.get_value(JOB_QUEUE)
+    driver = context.get_value(JOB_DRIVER)
+    good = await queue.enqueue(BUILD_REPORT, {"month": "2026-10", "pages": 3})
+    # A row written by an older producer, through the plain type string: no longer fits.
+    stale = await queue.enqueue("report.build", {"month": "2026-09"})
+    await wait_until(lambda: _completed(driver, good))
+    await wait_until(lambda: _state_is(driver, stale, "failed"))
+    assert received == [Report(month="2026-10", pages=3)]
+    assert stale is not None
+    info = await driver.get_job(stale)
+    assert info is not None
+    assert info.attempts == 1  # not retried: it would never fit
+    assert info.last_error is not None
+    assert 'does not fit Report: payload["pages"]: Field required' in info.last_error
+
+
+async def test_retry_logs_a_warning_and_terminal_failure_an_error() -> None:
+    driver = InProcessJobDriver()
+    registry = JobHandlerRegistry()
+
+    async def fails(payload: Any) -> None:
+        raise KeyError("missing")
+
+    registry.register("t", fails, max_attempts=2, backoff=lambda attempt: 0)
+    runner = JobRunner(driver, registry)
+    with captured_logs() as logs:
+        job_id = await JobQueue(driver).enqueue("t")
+        runner.start()
+        await wait_until(lambda: _state_is(driver, job_id, "failed"))
+    await runner.close()
+    warning = next(r for r in logs if r["level"] == "WARNING")
+    error = next(r for r in logs if r["level"] == "ERROR")
+    assert warning["message"].startswith(f"job t ({job_id}) attempt 1/2 failed, retrying in 0 ms")
+    assert error["message"].startswith(f"job t ({job_id}) failed for good after attempt 2/2")
+    assert warning["extra"] == {"job_id": job_id, "job_type": "t", "attempt": 1}
+    assert error["extra"] == {"job_id": job_id, "job_type": "t", "attempt": 2}
