@@ -11,30 +11,32 @@ class AbortSignal:
     """Set when an attempt should stop: it timed out, lost its lease, or the runner shut down.
 
     Async handlers may ``await signal.wait()``; handlers running in a thread poll ``is_set()``
-    or block in ``wait_blocking(timeout)``. ``reason`` says why it was set.
+    or block in ``wait_blocking(timeout)``. ``reason`` says why it was set. The events behind
+    the waits are made on first use: most attempts never wait.
     """
 
-    __slots__ = ("_event", "_loop_event", "reason")
+    __slots__ = ("_loop_event", "_thread_event", "reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
-        self._loop_event: asyncio.Event | None = None
         self.reason: str | None = None
+        self._loop_event: asyncio.Event | None = None
+        self._thread_event: threading.Event | None = None
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self.reason is not None
 
     def set(self, reason: str) -> None:
         """Set the signal (from the runner's event loop)."""
-        if self._event.is_set():
+        if self.reason is not None:
             return
         self.reason = reason
-        self._event.set()
         if self._loop_event is not None:
             self._loop_event.set()
+        if self._thread_event is not None:
+            self._thread_event.set()
 
     async def wait(self) -> None:
-        if self._event.is_set():
+        if self.reason is not None:
             return
         if self._loop_event is None:
             self._loop_event = asyncio.Event()
@@ -42,7 +44,12 @@ class AbortSignal:
 
     def wait_blocking(self, timeout: float | None = None) -> bool:
         """From a worker thread: block until set or ``timeout`` seconds; whether it is set."""
-        return self._event.wait(timeout)
+        event = self._thread_event
+        if event is None:
+            event = self._thread_event = threading.Event()
+            if self.reason is not None:  # set() ran before the event existed
+                event.set()
+        return event.wait(timeout)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,10 @@
 """One attempt of a claimed job: call the handler, keep its lease alive, settle the outcome.
 
-The handler runs in its own task (or worker thread). The attempt waits for it, bounded by the
-timeout: at the timeout the handler is cancelled and its ``ctx.signal`` set, and if it has not
-stopped ``timeout_grace_ms`` later the attempt is settled without it. Heartbeats are timers on
+The handler runs inside the attempt's own task (sync handlers in a worker thread, awaited from
+it). At the timeout the task is cancelled and ``ctx.signal`` set; a handler that swallows the
+cancellation is given ``timeout_grace_ms``, after which the runner settles the job without it
+(the attempt is *detached*). A heartbeat that finds the lease gone interrupts the handler the
+same way and nothing is settled: the job belongs to its new holder. Heartbeats are timers on
 the runner's loop; before settling, the attempt waits for a heartbeat in flight, so a late beat
 never lands after the job was settled.
 """
@@ -21,32 +23,45 @@ from .context import AbortSignal, JobContext
 from .driver import ClaimedJob
 from .errors import JobTimeoutError, LeaseExpiredError, PayloadValidationError
 from .payload import decode_payload
-from .telemetry import describe_error, end_span, job_span, log_failure, log_retry
+from .telemetry import (
+    activate,
+    deactivate,
+    describe_error,
+    end_span,
+    log_failure,
+    log_retry,
+    start_job_span,
+)
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from .handlers import RegisteredHandler
     from .runner import JobRunner
 
-Outcome = Literal["completed", "retry", "failed", "lease_lost"]
+Outcome = Literal["completed", "retry", "failed", "lease_lost", "detached"]
 
 
 class Attempt:
     """A claimed job's execution, from handler call to settle."""
 
     __slots__ = (
-        "_beat_handle",
         "_beat_task",
-        "_done",
         "_grace_handle",
-        "_handler_future",
         "_settling",
+        "_started",
         "_timeout_handle",
+        "detached",
         "handler",
         "job",
+        "last_beat",
         "lease_lost",
         "runner",
         "signal",
+        "span",
+        "task",
         "timed_out",
+        "timeout_ms",
     )
 
     def __init__(self, runner: JobRunner, job: ClaimedJob, handler: RegisteredHandler) -> None:
@@ -54,14 +69,17 @@ class Attempt:
         self.job = job
         self.handler = handler
         self.signal = AbortSignal()
+        self.timeout_ms = handler.options.timeout_ms or job.timeout_ms
+        self.task: asyncio.Task[Outcome] | None = None
+        self.span: Span | None = None
         self.timed_out = False
         self.lease_lost = False
+        self.detached = False
         self._settling = False
-        self._done: asyncio.Future[None] | None = None
-        self._handler_future: asyncio.Future[Any] | None = None
+        self._started = 0.0
         self._timeout_handle: asyncio.TimerHandle | None = None
         self._grace_handle: asyncio.TimerHandle | None = None
-        self._beat_handle: asyncio.TimerHandle | None = None
+        self.last_beat = 0.0
         self._beat_task: asyncio.Task[None] | None = None
 
     @property
@@ -69,69 +87,57 @@ class Attempt:
         return self.handler.options.max_attempts or self.job.max_attempts
 
     async def run(self) -> Outcome:
-        started = time.perf_counter()
-        with job_span(self.job) as span:
-            self._schedule_beat()
-            try:
-                error = await self._call_handler()
-            except asyncio.CancelledError:
-                self._abandon("shutdown")
-                raise
-            finally:
-                await self._stop_heartbeats()
-            outcome = await self._settle(error)
-            end_span(span, outcome, (time.perf_counter() - started) * 1000, error)
-        return outcome
-
-    # -- the handler ---------------------------------------------------------------------------
+        """The body of the attempt's task."""
+        self._started = time.perf_counter()
+        self.span = span = start_job_span(self.job)
+        token = activate(span)
+        loop = asyncio.get_running_loop()
+        self.last_beat = loop.time()
+        if self.timeout_ms is not None:
+            self._timeout_handle = loop.call_later(self.timeout_ms / 1000, self._on_timeout)
+        try:
+            error = await self._call_handler()
+        finally:
+            deactivate(token)
+            self._cancel_timers()
+        if self.detached:  # settled by the runner after the grace period
+            return "detached"
+        return await self.finish(error)
 
     async def _call_handler(self) -> BaseException | None:
-        """Run the handler to its end, its timeout, or its lost lease; the error, if any."""
+        result: BaseException | None = None
         try:
-            future = self._start_handler()
-        except Exception as exc:  # the payload does not fit, or the call itself failed
-            return exc
-        loop = asyncio.get_running_loop()
-        self._handler_future = future
-        self._done = loop.create_future()
-        future.add_done_callback(self._on_handler_done)
-        timeout_ms = self.handler.options.timeout_ms or self.job.timeout_ms
-        if timeout_ms is not None:
-            self._timeout_handle = loop.call_later(timeout_ms / 1000, self._on_timeout)
-        await self._done
-        if self.lease_lost:
-            return LeaseExpiredError(f"job {self.job.id} lost its lease while running")
-        if not future.done():
-            self._abandon("timeout")
-        if self.timed_out:
-            return JobTimeoutError(f"job {self.job.type!r} timed out after {timeout_ms} ms")
-        if future.cancelled():
-            return asyncio.CancelledError("the handler was cancelled")
-        return future.exception()
+            await self._invoke()
+        except asyncio.CancelledError:
+            if not (self.timed_out or self.lease_lost):
+                self._on_shutdown()
+                raise
+            if self.task is not None:
+                self.task.uncancel()  # the cancellation was ours, and it is handled
+        except Exception as exc:
+            result = exc
+        if self.lease_lost or self.timed_out:
+            return self.interruption_error()
+        return result
 
-    def _start_handler(self) -> asyncio.Future[Any]:
-        payload = decode_payload(self.job.payload)
-        definition = self.handler.options.definition
+    async def _invoke(self) -> None:
+        job, handler = self.job, self.handler
+        payload = decode_payload(job.payload)
+        definition = handler.options.definition
         if definition is not None:
             payload = definition.validate(payload)
         args: tuple[Any, ...] = (payload,)
-        if self.handler.takes_context:
-            job = self.job
+        if handler.takes_context:
             context = JobContext(job.id, job.type, job.attempt, self.max_attempts, self.signal)
             args = (payload, context)
-        function = self.handler.function
-        loop = asyncio.get_running_loop()
-        if self.handler.is_async:
-            return loop.create_task(function(*args))
-        return loop.run_in_executor(
-            self.runner.executor, _call_in, contextvars.copy_context(), function, args
+        if handler.is_async:
+            await handler.function(*args)
+            return
+        await asyncio.get_running_loop().run_in_executor(
+            self.runner.executor, _call_in, contextvars.copy_context(), handler.function, args
         )
 
-    def _on_handler_done(self, _: asyncio.Future[Any]) -> None:
-        for handle in (self._timeout_handle, self._grace_handle):
-            if handle is not None:
-                handle.cancel()
-        self._release()
+    # -- interruptions -------------------------------------------------------------------------
 
     def _on_timeout(self) -> None:
         self.timed_out = True
@@ -140,39 +146,44 @@ class Attempt:
     def _interrupt(self, reason: str) -> None:
         """Cancel the handler and set its signal; settle without it after the grace period."""
         self.signal.set(reason)
-        future = self._handler_future
-        if future is None or future.done():
+        task = self.task
+        if task is None or task.done() or self._settling:
             return
-        future.cancel()
+        task.cancel()
         grace_s = self.runner.settings.timeout_grace_ms / 1000
-        self._grace_handle = asyncio.get_running_loop().call_later(grace_s, self._release)
+        self._grace_handle = asyncio.get_running_loop().call_later(grace_s, self._detach)
 
-    def _release(self) -> None:
-        if self._done is not None and not self._done.done():
-            self._done.set_result(None)
+    def _detach(self) -> None:
+        """The handler ignored its cancellation: settle the job without waiting for it."""
+        if self.task is None or self.task.done() or self._settling:
+            return
+        self.detached = True
+        self.runner.detach(self)
 
-    def _abandon(self, reason: str) -> None:
-        """Leave a handler that will not stop to finish on its own; the runner keeps watch."""
-        self.signal.set(reason)
-        future = self._handler_future
-        if future is not None and not future.done():
-            future.cancel()
-            self.runner.track_abandoned(self.job, future)
+    def _on_shutdown(self) -> None:
+        self.signal.set("shutdown")
+        self._cancel_timers()
+
+    def _cancel_timers(self) -> None:
+        for handle in (self._timeout_handle, self._grace_handle):
+            if handle is not None:
+                handle.cancel()
 
     # -- heartbeats ----------------------------------------------------------------------------
 
-    def _schedule_beat(self) -> None:
-        delay_s = self.runner.heartbeat_ms / 1000
-        self._beat_handle = asyncio.get_running_loop().call_later(delay_s, self._beat)
-
-    def _beat(self) -> None:
-        if not self._settling:
+    def beat_if_due(self, now: float, interval_s: float) -> None:
+        """Called by the runner's heartbeat sweep: send a beat if the last is old enough."""
+        if self._settling or now - self.last_beat < interval_s:
+            return
+        beat = self._beat_task
+        if beat is None or beat.done():
+            self.last_beat = now
             self._beat_task = asyncio.get_running_loop().create_task(self._send_beat())
 
     async def _send_beat(self) -> None:
-        job = self.job
+        job, runner = self.job, self.runner
         try:
-            held = await self.runner.driver.heartbeat(job.id, job.lease_token, self.runner.lease_ms)
+            held = await runner.driver.heartbeat(job.id, job.lease_token, runner.lease_ms)
         except Exception as exc:
             logger.bind(job_id=job.id).warning(
                 "heartbeat for job {} failed, trying again: {}: {}", job.id, type(exc).__name__, exc
@@ -184,25 +195,29 @@ class Attempt:
             )
             self.lease_lost = True
             self._interrupt("lease lost")
-        elif not self._settling:
-            self._schedule_beat()
 
-    async def _stop_heartbeats(self) -> None:
+    # -- settle --------------------------------------------------------------------------------
+
+    async def finish(self, error: BaseException | None) -> Outcome:
+        """Wait for a heartbeat in flight, settle, and end the span."""
         self._settling = True
-        if self._beat_handle is not None:
-            self._beat_handle.cancel()
         beat = self._beat_task
         if beat is not None and not beat.done():
             await asyncio.shield(beat)
-
-    # -- settle --------------------------------------------------------------------------------
+        outcome = await self._settle(error)
+        if self.span is not None:
+            end_span(self.span, outcome, (time.perf_counter() - self._started) * 1000, error)
+        return outcome
 
     async def _settle(self, error: BaseException | None) -> Outcome:
         job, driver, runner = self.job, self.runner.driver, self.runner
         if self.lease_lost:
             return "lease_lost"
         if error is None:
-            done = await runner.call_store(lambda: driver.complete(job.id, job.lease_token))
+            try:
+                done = await driver.complete(job.id, job.lease_token)
+            except Exception:
+                done = await runner.call_store(lambda: driver.complete(job.id, job.lease_token))
             return "completed" if done else self._refused()
         text = describe_error(error)
         if isinstance(error, PayloadValidationError) or job.attempt >= self.max_attempts:
@@ -226,9 +241,13 @@ class Attempt:
         )
         return "lease_lost"
 
+    def interruption_error(self) -> BaseException:
+        if self.lease_lost:
+            return LeaseExpiredError(f"job {self.job.id} lost its lease while running")
+        return JobTimeoutError(f"job {self.job.type!r} timed out after {self.timeout_ms} ms")
+
 
 def _call_in(
     context: contextvars.Context, function: Callable[..., Any], args: tuple[Any, ...]
 ) -> Any:
     return context.run(function, *args)
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -55,8 +55,8 @@ class JobRunner:
             ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
-        self._abandoned: set[asyncio.Future[Any]] = set()
         self._loop_task: asyncio.Task[None] | None = None
+        self._beat_task: asyncio.Task[None] | None = None
         self._waiting = False
         self._slot_freed: asyncio.Event | None = None
         self._stopping = False
@@ -84,9 +84,10 @@ class JobRunner:
             return
         self._stopping = False
         self._slot_freed = asyncio.Event()
-        self._loop_task = asyncio.get_running_loop().create_task(
-            self._claim_loop(), name="jobs.runner.claim-loop"
-        )
+        loop = asyncio.get_running_loop()
+        self._loop_task = loop.create_task(self._claim_loop(), name="jobs.runner.claim-loop")
+        if self._beat_task is None:
+            self._beat_task = loop.create_task(self._beat_loop(), name="jobs.runner.heartbeats")
 
     def stop(self) -> None:
         """Stop claiming; jobs in flight go on. Idempotent."""
@@ -123,6 +124,9 @@ class JobRunner:
                 for task in late:
                     task.cancel()
                 await asyncio.gather(*late, return_exceptions=True)
+        if self._beat_task is not None:
+            self._beat_task.cancel()
+            await asyncio.gather(self._beat_task, return_exceptions=True)
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     # -- the claim loop ------------------------------------------------------------------------
@@ -168,6 +172,20 @@ class JobRunner:
         finally:
             self._waiting = False
 
+    async def _beat_loop(self) -> None:
+        """Every half heartbeat interval, beat each attempt not beaten for that long.
+
+        One sweep for all attempts, instead of a timer per job: beats are spaced between half
+        and one ``heartbeat_ms``, well inside the lease. Runs until close, drain included.
+        """
+        interval_s = self.heartbeat_ms / 2000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_s)
+            now = loop.time()
+            for attempt in list(self._attempts.values()):
+                attempt.beat_if_due(now, interval_s)
+
     async def _wait_for_slot(self) -> None:
         assert self._slot_freed is not None
         await self._slot_freed.wait()
@@ -179,12 +197,16 @@ class JobRunner:
         if handler is None:  # registered types only are claimed; this is a defect, not input
             raise JobsError(f"claimed job type {job.type!r} has no handler")
         attempt = Attempt(self, job, handler)
-        task = asyncio.get_running_loop().create_task(attempt.run())
+        attempt.task = self._track(attempt, attempt.run())
+
+    def _track(self, attempt: Attempt, work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
+        task = asyncio.get_running_loop().create_task(work)
         self._attempts[task] = attempt
         task.add_done_callback(self._on_attempt_done)
+        return task
 
     def _on_attempt_done(self, task: asyncio.Task[Outcome]) -> None:
-        self._attempts.pop(task, None)
+        attempt = self._attempts.pop(task, None)
         if self._slot_freed is not None:
             self._slot_freed.set()
         if task.cancelled():
@@ -192,8 +214,8 @@ class JobRunner:
         error = task.exception()
         if error is not None:
             logger.opt(exception=error).error("a job attempt failed inside the runner")
-            return
-        self.stats[task.result()] += 1
+        elif attempt is not None:  # a detached attempt was counted when it was settled
+            self.stats[task.result()] += 1
 
     # -- services for attempts -----------------------------------------------------------------
 
@@ -216,18 +238,15 @@ class JobRunner:
                 logger.warning("settling a job failed ({}: {}); retrying", type(exc).__name__, exc)
                 await asyncio.sleep(delay_s)
 
-    def track_abandoned(self, job: ClaimedJob, future: asyncio.Future[Any]) -> None:
-        """Keep a handler that ignored cancellation in sight until it ends on its own."""
+    def detach(self, attempt: Attempt) -> None:
+        """Settle an attempt whose handler ignored cancellation; free its slot now."""
+        job = attempt.job
         self.stats["abandoned"] += 1
         logger.bind(job_id=job.id, job_type=job.type).error(
             "the handler of job {} ({}) ignored cancellation; settled without it",
             job.type,
             job.id,
         )
-        self._abandoned.add(future)
-        future.add_done_callback(self._forget_abandoned)
-
-    def _forget_abandoned(self, future: asyncio.Future[Any]) -> None:
-        self._abandoned.discard(future)
-        if not future.cancelled():
-            future.exception()  # retrieved: an abandoned handler's late error is not news
+        if attempt.task is not None:
+            self._attempts.pop(attempt.task, None)
+        self._track(attempt, attempt.finish(attempt.interruption_error()))

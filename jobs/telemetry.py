@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from loguru import logger
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -40,29 +39,39 @@ def parse_traceparent(value: str | None) -> SpanContext | None:
     return context if context.is_valid else None
 
 
-@contextmanager
-def job_span(job: ClaimedJob) -> Iterator[Span]:
+def start_job_span(job: ClaimedJob) -> Span:
     """One INTERNAL span ``jobs.job.<type>`` per execution, linked to the enqueuing trace."""
     origin = parse_traceparent(job.trace_context)
-    with _tracer.start_as_current_span(
+    return _tracer.start_span(
         f"jobs.job.{job.type}",
         kind=SpanKind.INTERNAL,
         links=[Link(origin)] if origin is not None else None,
         attributes={"job.id": job.id, "job.type": job.type, "job.attempt": job.attempt},
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
-        yield span
+    )
+
+
+def activate(span: Span) -> object | None:
+    """Make ``span`` current in this task (so handler spans nest under it); a detach token."""
+    if not span.get_span_context().is_valid:  # no tracing configured: nothing to nest
+        return None
+    return otel_context.attach(trace.set_span_in_context(span))
+
+
+def deactivate(token: object | None) -> None:
+    if token is not None:
+        otel_context.detach(token)  # type: ignore[arg-type]
 
 
 def end_span(span: Span, outcome: str, duration_ms: float, error: BaseException | None) -> None:
-    if not span.is_recording():
-        return
-    span.set_attribute("job.outcome", outcome)
-    span.set_attribute("job.duration_ms", duration_ms)
-    if error is not None:
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    if span.is_recording():
+        span.set_attribute("job.outcome", outcome)
+        span.set_attribute("job.duration_ms", duration_ms)
+        if error is not None:
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    span.end()
 
 
 def describe_error(error: BaseException) -> str:

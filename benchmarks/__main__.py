@@ -1,0 +1,65 @@
+"""``make bench``: enqueue and drain throughput and wake-up latency for each driver.
+
+Each figure is the median of ``--runs`` runs (min-max in brackets); the machines are shared and
+noisy, so compare ratios in one sitting rather than absolute numbers across days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+
+from .drivers import FACTORIES, DriverFactory
+from .scenarios import drain_rate, enqueue_rate, start_latency
+
+
+def _fmt(samples: list[float], digits: int) -> str:
+    return f"{statistics.median(samples):,.{digits}f} [{min(samples):,.{digits}f}-{max(samples):,.{digits}f}]"
+
+
+async def measure(factory: DriverFactory, n: int, runs: int, samples: int) -> list[str]:
+    enqueue: list[float] = []
+    drain: list[float] = []
+    p50: list[float] = []
+    p99: list[float] = []
+    for _ in range(runs):
+        async with factory() as driver:
+            enqueue.append(await enqueue_rate(driver, n))
+        async with factory() as driver:
+            drain.append(await drain_rate(driver, n))
+        async with factory() as driver:
+            low, high = await start_latency(driver, samples)
+            p50.append(low)
+            p99.append(high)
+    return [_fmt(enqueue, 0), _fmt(drain, 0), _fmt(p50, 3), _fmt(p99, 3)]
+
+
+async def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--drivers", default=",".join(FACTORIES), help="comma-separated")
+    parser.add_argument("-n", type=int, default=20_000, help="jobs per throughput run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=500, help="latency samples per run")
+    args = parser.parse_args(argv)
+    header = ["driver", "enqueue jobs/s (1-by-1)", "drain jobs/s (c=10)", "start p50 ms", "p99 ms"]
+    print(f"N={args.n} no-op jobs, median [min-max] of {args.runs} runs\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name in args.drivers.split(","):
+        factory = FACTORIES.get(name)
+        if factory is None:
+            print(f"| {name} | unknown driver; known: {', '.join(FACTORIES)} |")
+            continue
+        try:
+            cells = await measure(factory, args.n, args.runs, args.samples)
+        except Exception as exc:  # a missing server must not hide the other rows
+            print(f"| {name} | unavailable: {type(exc).__name__}: {exc} |")
+            continue
+        print("| " + " | ".join([name, *cells]) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))
