@@ -28,6 +28,7 @@ class ApplicationContext:
     def __init__(self) -> None:
         self._container: DynamicContainer | None = None
         self._created: list[tuple[str, object]] = []
+        self._closing = False
         self._closed = False
 
     def _attach(self, container: DynamicContainer) -> None:
@@ -78,13 +79,17 @@ class ApplicationContext:
         """Stop running lifecycle beans (descending phase), then close every bean once.
 
         Every bean is tried even when an earlier one fails; the failures are raised together
-        as a BeanCloseError afterwards. A second call does nothing.
+        as a BeanCloseError afterwards. Beans can still be looked up while others stop and
+        drain; after close, ``get_value`` raises ContextClosedError. A second call does nothing.
         """
-        if self._closed:
+        if self._closing:
             return
-        self._closed = True
-        failures = await self._stop_running()
-        failures += await self._close_beans()
+        self._closing = True  # beans being stopped may still look up others until the end
+        try:
+            failures = await self._stop_running()
+            failures += await self._close_beans()
+        finally:
+            self._closed = True
         if failures:
             raise BeanCloseError(failures)
 

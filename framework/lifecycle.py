@@ -38,10 +38,10 @@ async def call_maybe_async(method: Callable[[], Any]) -> None:
 
 
 def closer_of(bean: object) -> Callable[[], Any] | None:
-    """The bean's ``aclose`` or ``close`` method, preferring the async one."""
+    """The bean's ``aclose``, ``close`` or ``dispose`` (SQLAlchemy engines), in that order."""
     if inspect.isclass(bean) or inspect.ismodule(bean):
         return None
-    for attr in ("aclose", "close"):
+    for attr in ("aclose", "close", "dispose"):
         method = getattr(bean, attr, None)
         if callable(method):
             return method  # type: ignore[no-any-return]

@@ -4,7 +4,9 @@ import pytest
 
 from framework import (
     ApplicationBuilder,
+    ApplicationContext,
     BeanCloseError,
+    ContextClosedError,
     LifecycleError,
     configuration,
     entry,
@@ -223,3 +225,56 @@ async def test_bean_returned_by_two_entries_is_closed_once() -> None:
     context = await ApplicationBuilder([Config]).run()
     await context.close()
     assert closes == [1]
+
+
+async def test_beans_can_be_looked_up_while_others_stop() -> None:
+    seen: list[object] = []
+
+    class Drainer:
+        phase = 0
+        auto_startup = True
+        is_running = False
+
+        def __init__(self, context: object) -> None:
+            self.context = context
+
+        def start(self) -> None:
+            self.is_running = True
+
+        async def stop(self) -> None:
+            seen.append(self.context.get_value("helper"))  # type: ignore[attr-defined]
+            self.is_running = False
+
+    @configuration
+    class Config:
+        @entry()
+        def helper(self) -> str:
+            return "still here"
+
+        @entry()
+        def drainer(self, context: ApplicationContext) -> Drainer:
+            return Drainer(context)
+
+    context = await ApplicationBuilder([Config]).run()
+    await context.close()
+    assert seen == ["still here"]
+    with pytest.raises(ContextClosedError):
+        context.get_value("helper")
+
+
+async def test_dispose_is_called_for_engines() -> None:
+    disposed: list[bool] = []
+
+    class Engine:
+        async def dispose(self) -> None:
+            disposed.append(True)
+
+    @configuration
+    class Config:
+        @entry()
+        def engine(self) -> Engine:
+            return Engine()
+
+    context = await ApplicationBuilder([Config]).run()
+    await context.close()
+    assert disposed == [True]
