@@ -1,8 +1,12 @@
 """The Redis job driver: Lua scripts over sorted sets and hashes, namespaced."""
 
+from .driver import RedisJobDriver
 from .errors import RedisJobsError, RedisScriptError
+from .keys import Keys
 
 __all__ = [
+    "RedisJobDriver",
+    "Keys",
     "RedisJobsError",
     "RedisScriptError",
 ]

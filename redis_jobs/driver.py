@@ -1,0 +1,356 @@
+"""RedisJobDriver: the JobDriver SPI as Lua scripts over sorted sets and hashes, per namespace.
+
+Every transition (enqueue, claim, heartbeat, complete, retry, fail) is one Lua script, so its
+check and change are one atomic step (see ``redis_jobs/lua/``). Pending jobs wait in a sorted
+set per type scored by ``run_at``, active ones in a sorted set per type scored by lease expiry;
+``claim`` takes the earliest due of both for the types it is given (an expired lease is due at
+its expiry) and leases them in one call.
+
+Clock: the scripts read Redis ``TIME``, the one clock for due-ness and lease expiry of every
+process; a driver given ``clock=`` passes that clock's time instead (tests). Reading TIME
+before writing is safe on Redis 7, which replicates scripts by their effects.
+
+Lease tokens read ``<attempt>:<random>.<n>:<type>``. Carrying the type lets heartbeat, complete,
+retry and fail name the job's per-type sets in KEYS without a lookup; a token is compared
+whole, so a forged or stale one matches nothing and writes nothing.
+
+Wake-up: enqueue and retry push a signal on ``{ns}:signal:<type>`` (at most ``SIGNAL_CAP``
+kept) and ``wait_for_work`` blocks on those lists with BLPOP, on a connection of its
+own (made with the client's settings, outside its pool). One push wakes one blocked waiter:
+across processes the woken runner claims the job and the others go on waiting (or poll), so a
+single job does not wake every runner; a burst of N jobs wakes up to N waiters. Before
+blocking, one script reads when the next job is due (the wait is shortened to it) and, if
+nothing is due, clears the signals in the same atomic step, so a signal is never lost between
+that check and the BLPOP. Redis times BLPOP out on its own timer, up to ~100 ms late (hz 10).
+
+Retention: a finished job lives while ``now < max(finished_at + retain, keep_until)`` by the
+script clock (get_job, counts and key dedupe all judge so); its record and key index also get a
+PEXPIRE of that span plus ``EXPIRY_MARGIN_MS`` of real time, so nothing is kept without bound.
+
+Concurrent enqueue, heartbeat, complete, retry and fail calls made in one event-loop tick share
+one round trip: their scripts take batches of jobs (``ScriptRunner.per_job``), and each job is
+still checked and written on its own and gets its own result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import Collection
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
+
+from jobs.clock import Clock, to_datetime
+from jobs.driver import (
+    JOB_STATES,
+    LEASE_EXPIRED_ERROR,
+    ClaimedJob,
+    JobInfo,
+    JobRequest,
+    JobState,
+    JobStateCounts,
+)
+from jobs.errors import DriverError, StoreUnavailableError
+from jobs.payload import decode_payload
+from jobs.settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
+
+from .errors import RedisScriptError
+from .keys import Keys
+from .scripts import ScriptArg, ScriptRunner, Shared, translate_errors
+
+EXPIRY_MARGIN_MS = 60_000
+"""Real time a finished record outlives its retention, for clocks that differ from Redis's."""
+SIGNAL_CAP = 16
+SIGNAL_TTL_MS = 60_000
+MAX_CLAIM = 1_000
+"""Jobs one claim call leases at most: bounds how long one script keeps Redis busy."""
+BLOCK_SLACK_S = 5.0
+"""How long past its own timeout a BLPOP may go unanswered before the wait gives up on it."""
+
+
+class RedisJobDriver:
+    """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
+
+    def __init__(
+        self,
+        connection: Redis | None = None,
+        *,
+        url: str | None = None,
+        namespace: str = "jobs",
+        clock: Clock | None = None,
+        retain_completed_ms: int | None = None,
+        retain_failed_ms: int | None = None,
+    ) -> None:
+        if (connection is None) == (url is None):
+            raise ValueError("RedisJobDriver takes a redis.asyncio client or url=, exactly one")
+        self._keys = Keys(namespace)
+        self._client: Redis = connection if connection is not None else Redis.from_url(url or "")
+        self._owns_client = connection is None
+        self._clock = clock
+        self._retain = {
+            "completed": _non_negative(
+                "retain_completed_ms", retain_completed_ms, DEFAULT_RETAIN_COMPLETED_MS
+            ),
+            "failed": _non_negative("retain_failed_ms", retain_failed_ms, DEFAULT_RETAIN_FAILED_MS),
+        }
+        self._scripts = ScriptRunner(self._client)
+        settings = self._client.connection_pool.connection_kwargs
+        self._encoding = (
+            settings.get("encoding", "utf-8"),
+            settings.get("encoding_errors", "strict"),
+        )
+        self._idle_waiters: list[AbstractConnection] = []
+        self._busy_waiters: set[AbstractConnection] = set()
+        self._closing = asyncio.Event()
+        self._closed = False
+
+    @property
+    def namespace(self) -> str:
+        return self._keys.namespace
+
+    @property
+    def keys(self) -> Keys:
+        return self._keys
+
+    # -- producer ------------------------------------------------------------------------------
+
+    async def enqueue(self, job: JobRequest) -> str | None:
+        self._check_open()
+        keys = self._keys
+        shared: Shared = (
+            [keys.counts, keys.job_prefix, keys.completed, keys.failed],
+            [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
+        )
+        index = keys.index_prefix if job.key is None else keys.index(job.key)
+        job_keys = [keys.job(job.id), keys.ready(job.type), keys.signal(job.type), index]
+        flags = ("k" if job.key is not None else "") + (
+            "t" if job.trace_context is not None else ""
+        )
+        job_args: list[ScriptArg] = [
+            job.id,
+            job.type,
+            job.payload,
+            job.max_attempts,
+            job.delay_ms,
+            _optional(job.run_at_ms),
+            _optional(job.timeout_ms),
+            _optional(job.keep_until_ms),
+            flags,
+            job.key or "",
+            job.trace_context or "",
+        ]
+        status = await self._scripts.per_job("enqueue", shared, job_keys, job_args)
+        if status == -1:
+            raise DriverError(f"job id {job.id!r} already exists")
+        return job.id if status == 1 else None
+
+    # -- consumer ------------------------------------------------------------------------------
+
+    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+        self._check_open()
+        wanted = list(dict.fromkeys(types))
+        if limit <= 0 or not wanted:
+            return []
+        keys = self._keys
+        names = [keys.job_prefix, keys.index_prefix, keys.counts, keys.failed]
+        for job_type in wanted:
+            names += [keys.ready(job_type), keys.leased(job_type)]
+        args: list[ScriptArg] = [self._now(), lease_ms, min(limit, MAX_CLAIM)]
+        args.append(os.urandom(8).hex())
+        args += [self._retain["failed"], EXPIRY_MARGIN_MS, LEASE_EXPIRED_ERROR, *wanted]
+        reply = await self._scripts.call("claim", names, args)
+        return [_claimed(fields) for fields in json.loads(reply)]
+
+    async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
+        self._check_open()
+        job_type = _token_type(lease_token)
+        if job_type is None:
+            return False
+        job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
+        shared: Shared = ([], [self._now()])
+        job_args: list[ScriptArg] = [job_id, lease_token, lease_ms]
+        return bool(await self._scripts.per_job("heartbeat", shared, job_keys, job_args))
+
+    async def complete(self, job_id: str, lease_token: str) -> bool:
+        return await self._finish(job_id, lease_token, "completed", None)
+
+    async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
+        return await self._finish(job_id, lease_token, "failed", error)
+
+    async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
+        self._check_open()
+        job_type = _token_type(lease_token)
+        if job_type is None:
+            return False
+        keys = self._keys
+        shared: Shared = ([keys.counts], [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS])
+        job_keys = [
+            keys.job(job_id),
+            keys.leased(job_type),
+            keys.ready(job_type),
+            keys.signal(job_type),
+        ]
+        job_args: list[ScriptArg] = [job_id, lease_token, delay_ms, error]
+        return bool(await self._scripts.per_job("retry", shared, job_keys, job_args))
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        self._check_open()
+        reply = await self._scripts.call("get", [self._keys.job(job_id)], [self._now()])
+        if reply is None:
+            return None
+        record = {self._text(reply[i]): self._text(reply[i + 1]) for i in range(0, len(reply), 2)}
+        try:
+            return JobInfo(
+                id=job_id,
+                type=record["type"],
+                state=_state(record["state"]),
+                payload=decode_payload(record["payload"]),
+                attempts=int(record["attempts"]),
+                max_attempts=int(record["max_attempts"]),
+                run_at=to_datetime(int(record["run_at"])),
+                last_error=record.get("last_error"),
+                key=record.get("key"),
+                timeout_ms=int(record["timeout_ms"]) if "timeout_ms" in record else None,
+            )
+        except (KeyError, ValueError) as exc:
+            raise RedisScriptError(f"job record of {job_id!r} is malformed: {exc!r}") from exc
+
+    async def counts(self) -> JobStateCounts:
+        self._check_open()
+        keys = self._keys
+        names = [keys.counts, keys.completed, keys.failed]
+        reply = await self._scripts.call("counts", names, [self._now()])
+        return dict(zip(JOB_STATES, (int(value) for value in reply), strict=True))
+
+    # -- wake-up and close ---------------------------------------------------------------------
+
+    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+        self._check_open()
+        wanted = list(dict.fromkeys(types))
+        if not wanted:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), max(timeout_ms, 0) / 1000)
+            return
+        keys = self._keys
+        names = [
+            name
+            for job_type in wanted
+            for name in (keys.ready(job_type), keys.leased(job_type), keys.signal(job_type))
+        ]
+        now, due = await self._scripts.call("peek", names, [self._now()])
+        wait_ms = timeout_ms if due < 0 else min(timeout_ms, due - now)
+        if wait_ms <= 0:
+            return
+        await self._block([keys.signal(job_type) for job_type in wanted], wait_ms)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        for connection in [*self._idle_waiters, *self._busy_waiters]:
+            await connection.disconnect()  # a BLPOP in flight ends here
+        self._idle_waiters.clear()
+        await self._scripts.drain()
+        if self._owns_client:
+            await self._client.aclose()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DriverError("the Redis job driver is closed")
+
+    def _now(self) -> str:
+        return "" if self._clock is None else str(self._clock.now_ms())
+
+    def _text(self, value: Any) -> str:
+        return value.decode(*self._encoding) if isinstance(value, bytes) else str(value)
+
+    async def _finish(self, job_id: str, token: str, state: JobState, error: str | None) -> bool:
+        self._check_open()
+        job_type = _token_type(token)
+        if job_type is None:
+            return False
+        keys = self._keys
+        shared: Shared = (
+            [keys.finished(state), keys.counts, keys.index_prefix],
+            [self._now(), state, self._retain[state], EXPIRY_MARGIN_MS],
+        )
+        job_keys = [keys.job(job_id), keys.leased(job_type)]
+        job_args: list[ScriptArg] = [job_id, token, error or ""]
+        return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
+
+    async def _block(self, signals: list[str], wait_ms: int) -> None:
+        """BLPOP the signal lists for up to ``wait_ms`` on a connection of the driver's own.
+
+        The connection is made with the client's settings but is not the pool's, so a wait
+        holds no pool connection; the read's timeout is the BLPOP's plus ``BLOCK_SLACK_S``,
+        whatever the client's socket timeout.
+        """
+        if self._idle_waiters:
+            connection = self._idle_waiters.pop()
+        else:
+            connection = self._client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+        self._busy_waiters.add(connection)
+        seconds = wait_ms / 1000
+        healthy = False
+        try:
+            with translate_errors():
+                await connection.send_command("BLPOP", *signals, f"{seconds:.3f}")
+                await connection.read_response(timeout=seconds + BLOCK_SLACK_S)
+            healthy = True
+        except StoreUnavailableError:
+            if not self._closed:
+                raise
+        finally:
+            self._busy_waiters.discard(connection)
+            if not healthy:
+                await connection.disconnect(nowait=True)
+            if not self._closed:
+                self._idle_waiters.append(connection)
+
+
+def _claimed(fields: list[Any]) -> ClaimedJob:
+    job_id, job_type, payload, attempt, max_attempts, token, timeout, key, trace = fields
+    return ClaimedJob(
+        id=job_id,
+        type=job_type,
+        payload=payload,
+        attempt=int(attempt),
+        max_attempts=int(max_attempts),
+        lease_token=token,
+        timeout_ms=None if timeout is False else int(timeout),
+        key=None if key is False else key,
+        trace_context=None if trace is False else trace,
+    )
+
+
+def _optional(value: int | None) -> ScriptArg:
+    return "" if value is None else value
+
+
+def _token_type(token: str) -> str | None:
+    parts = token.split(":", 2)
+    return parts[2] if len(parts) == 3 else None
+
+
+def _state(text: str) -> JobState:
+    for state in JOB_STATES:
+        if state == text:
+            return state
+    raise ValueError(f"unknown job state {text!r}")
+
+
+def _non_negative(name: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if value < 0:
+        raise ValueError(f"RedisJobDriver.{name} must not be negative, got {value}")
+    return value

@@ -1,0 +1,89 @@
+"""Key names of one namespace, all under the hash tag ``{namespace}``: one Redis Cluster slot.
+
+::
+
+    {ns}:job:<id>        hash    the job record
+    {ns}:ready:<type>    zset    pending jobs of a type, score = run_at (epoch ms)
+    {ns}:leased:<type>   zset    active jobs of a type, score = lease expiry (epoch ms)
+    {ns}:signal:<type>   list    wake-up signals for idle runners of a type (trimmed, short TTL)
+    {ns}:key:<key>       string  idempotency key -> id of the job holding it
+    {ns}:completed       zset    completed jobs, score = end of retention (epoch ms)
+    {ns}:failed          zset    failed jobs, likewise
+    {ns}:counts          hash    how many jobs are pending and active
+
+Ids, types and keys after the tag may hold any characters: the kind segment (``job:``,
+``ready:`` ...) keeps the spaces apart. The namespace may not hold ``{`` or ``}``, which would
+move the hash tag (and let one namespace's keys be spelled as another's).
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_NAMESPACE_LENGTH = 200
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+def validate_namespace(namespace: str) -> str:
+    """The namespace, or ValueError if it cannot name a key space."""
+    if not isinstance(namespace, str) or not namespace:
+        raise ValueError("a Redis job namespace must be a non-empty string")
+    if "{" in namespace or "}" in namespace:
+        raise ValueError(
+            f"a Redis job namespace may not contain '{{' or '}}' (it is the key's hash tag), "
+            f"got {namespace!r}"
+        )
+    if len(namespace) > MAX_NAMESPACE_LENGTH:
+        raise ValueError(f"a Redis job namespace is at most {MAX_NAMESPACE_LENGTH} characters")
+    return namespace
+
+
+def escape_glob(text: str) -> str:
+    """``text`` with the glob characters of SCAN MATCH / KEYS patterns escaped."""
+    return _GLOB_SPECIAL.sub(r"\\\1", text)
+
+
+class Keys:
+    """The key names of one namespace."""
+
+    __slots__ = (
+        "completed",
+        "counts",
+        "failed",
+        "index_prefix",
+        "job_prefix",
+        "namespace",
+        "prefix",
+    )
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = validate_namespace(namespace)
+        self.prefix = "{" + namespace + "}:"
+        self.job_prefix = self.prefix + "job:"
+        self.index_prefix = self.prefix + "key:"
+        self.counts = self.prefix + "counts"
+        self.completed = self.prefix + "completed"
+        self.failed = self.prefix + "failed"
+
+    def job(self, job_id: str) -> str:
+        return self.job_prefix + job_id
+
+    def ready(self, job_type: str) -> str:
+        return self.prefix + "ready:" + job_type
+
+    def leased(self, job_type: str) -> str:
+        return self.prefix + "leased:" + job_type
+
+    def signal(self, job_type: str) -> str:
+        return self.prefix + "signal:" + job_type
+
+    def index(self, key: str) -> str:
+        return self.index_prefix + key
+
+    def finished(self, state: str) -> str:
+        return self.completed if state == "completed" else self.failed
+
+    @property
+    def pattern(self) -> str:
+        """A SCAN MATCH pattern for every key of this namespace and no other."""
+        return escape_glob(self.prefix) + "*"

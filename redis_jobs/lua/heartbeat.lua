@@ -1,0 +1,30 @@
+-- heartbeat.lua: extend one or more held leases to now + lease ms.
+--
+-- KEYS: 2 per job:  record (hash), leased zset of its type
+-- ARGV[1]  now ms, or '' for the server's TIME
+-- then 3 per job:  id, lease token, lease ms
+--
+-- Returns per job: 1 extended, 0 the token does not hold the job. A beat for a missing job
+-- writes nothing: the record's existence is checked before any HSET, so none is created.
+
+local now = now_ms(ARGV[1])
+
+local function check(keys, args)
+  check_type_once(keys[2], 'zset')
+  local job = load_job(keys[1], {'token'})
+  if job == nil or job.state ~= 'active' or job.token ~= args[2] then
+    return 0
+  end
+  return nil, {keys = keys, args = args}
+end
+
+local function apply(plan)
+  local lease_until = int(now + tonumber(plan.args[3]))
+  redis.call('HSET', plan.keys[1], 'lease_until', lease_until)
+  later_zadd(plan.keys[2], lease_until, plan.args[1])
+  return 1
+end
+
+local results = for_each_job(0, 2, 1, 3, check, apply)
+write_later(0, 0)
+return results

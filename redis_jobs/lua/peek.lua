@@ -1,0 +1,32 @@
+-- peek.lua: when the next job of the given types is due, for an idle runner about to block.
+--
+-- KEYS[3i - 2]  ready zset of type i      KEYS[3i - 1]  leased zset of type i
+-- KEYS[3i]      signal list of type i     (i = 1..n)
+-- ARGV[1]  now ms, or '' for the server's TIME
+--
+-- Returns {now, earliest due ms or -1 when none}. When nothing is due yet, the signal lists are
+-- emptied in the same atomic step: every job signalled so far has been claimed or is accounted
+-- for by the returned due time, so the runner's BLPOP wakes only for what comes after this call.
+
+local now = now_ms(ARGV[1])
+local earliest = -1
+for i = 1, #KEYS, 3 do
+  check_type(KEYS[i], 'zset')
+  check_type(KEYS[i + 1], 'zset')
+  check_type(KEYS[i + 2], 'list')
+  for offset = 0, 1 do
+    local head = redis.call('ZRANGE', KEYS[i + offset], 0, 0, 'WITHSCORES')
+    if #head > 0 then
+      local due = tonumber(head[2])
+      if earliest < 0 or due < earliest then
+        earliest = due
+      end
+    end
+  end
+end
+if earliest < 0 or earliest > now then
+  for i = 3, #KEYS, 3 do
+    redis.call('DEL', KEYS[i])
+  end
+end
+return {now, earliest}

@@ -1,0 +1,45 @@
+-- retry.lua: put one or more held jobs back to pending at now + delay, keeping the error.
+--
+-- KEYS[1]  counts hash
+-- then 4 per job:  record (hash), leased zset, ready zset and signal list of its type
+--
+-- ARGV[1]  now ms, or '' for the server's TIME
+-- ARGV[2]  signal list cap      ARGV[3]  signal TTL ms
+-- then 4 per job:  id, lease token, delay ms, error text
+--
+-- Returns per job: 1 pending again, 0 (nothing written) the token does not hold the job.
+
+local now = now_ms(ARGV[1])
+local counts = KEYS[1]
+local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+
+check_type_once(counts, 'hash')
+
+local function check(keys, args)
+  check_type_once(keys[2], 'zset')
+  check_type_once(keys[3], 'zset')
+  check_type_once(keys[4], 'list')
+  local job = load_job(keys[1], {'token'})
+  if job == nil or job.state ~= 'active' or job.token ~= args[2] then
+    return 0
+  end
+  return nil, {keys = keys, args = args}
+end
+
+local function apply(plan)
+  local record, leased, ready, signal_key = unpack(plan.keys)
+  local id = plan.args[1]
+  local run_at = int(now + tonumber(plan.args[3]))
+  redis.call('HSET', record, 'state', 'pending', 'run_at', run_at, 'last_error', plan.args[4])
+  redis.call('HDEL', record, 'token', 'lease_until')
+  later_zrem(leased, id)
+  later_zadd(ready, run_at, id)
+  later_count(counts, 'active', -1)
+  later_count(counts, 'pending', 1)
+  later_signal(signal_key)
+  return 1
+end
+
+local results = for_each_job(1, 4, 3, 4, check, apply)
+write_later(cap, signal_ttl)
+return results

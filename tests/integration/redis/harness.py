@@ -1,0 +1,111 @@
+"""Redis test support: a harness per test namespace that deletes every key it made.
+
+Tests talk to the Redis server at ``TEST_REDIS_URL`` (default 127.0.0.1:6379) and fail, not
+skip, when it is absent. They never FLUSHALL/FLUSHDB: each uses its own random namespace and
+deletes that namespace's keys (SCAN MATCH on the escaped pattern) at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from redis.asyncio import Redis
+
+from jobs.clock import Clock, ManualClock
+from redis_jobs import Keys, RedisJobDriver
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def unique_namespace(label: str = "test") -> str:
+    return f"{label}-{uuid.uuid4().hex}"
+
+
+async def namespace_keys(client: Redis, namespace: str) -> list[bytes]:
+    return sorted([key async for key in client.scan_iter(match=Keys(namespace).pattern)])
+
+
+async def delete_namespace(client: Redis, namespace: str) -> None:
+    keys = await namespace_keys(client, namespace)
+    if keys:
+        await client.delete(*keys)
+
+
+Snapshot = dict[bytes, tuple[bytes | None, bool]]
+
+
+async def snapshot(client: Redis, keys: list[bytes]) -> Snapshot:
+    """Each key's DUMP (its type and content, byte for byte) and whether it has a TTL."""
+    return {key: (await client.dump(key), await client.pttl(key) > 0) for key in keys}
+
+
+async def namespace_snapshot(client: Redis, namespace: str) -> Snapshot:
+    return await snapshot(client, await namespace_keys(client, namespace))
+
+
+async def blocked_in_blpop(client: Redis, name: str) -> int:
+    """How many connections named ``name`` are blocked in BLPOP right now."""
+    return sum(
+        1
+        for entry in await client.client_list()
+        if entry.get("name") == name and entry.get("cmd") == "blpop"
+    )
+
+
+class RedisHarness:
+    """Drivers on one fresh namespace, each on its own client; cleans up at ``cleanup()``."""
+
+    def __init__(self, namespace: str | None = None) -> None:
+        self.clock = ManualClock()
+        self.namespace = namespace or unique_namespace()
+        self.namespaces = {self.namespace}
+        self._clients: list[Redis] = []
+        self._drivers: list[RedisJobDriver] = []
+
+    def client(self, name: str | None = None) -> Redis:
+        """A new client (named ``name`` on the server, when given); closed at cleanup."""
+        client = Redis.from_url(REDIS_URL, client_name=name)
+        self._clients.append(client)
+        return client
+
+    async def driver(
+        self, *, retain_completed_ms: int | None = None, retain_failed_ms: int | None = None
+    ) -> RedisJobDriver:
+        return self.redis_driver(
+            retain_completed_ms=retain_completed_ms, retain_failed_ms=retain_failed_ms
+        )
+
+    def redis_driver(
+        self,
+        *,
+        namespace: str | None = None,
+        client: Redis | None = None,
+        clock: Clock | bool | None = True,
+        retain_completed_ms: int | None = None,
+        retain_failed_ms: int | None = None,
+    ) -> RedisJobDriver:
+        """A driver on a new client; ``clock=True`` is the harness clock, None Redis TIME."""
+        namespace = namespace or self.namespace
+        self.namespaces.add(namespace)
+        driver = RedisJobDriver(
+            client or self.client(),
+            namespace=namespace,
+            clock=self.clock if clock is True else (clock or None),
+            retain_completed_ms=retain_completed_ms,
+            retain_failed_ms=retain_failed_ms,
+        )
+        self._drivers.append(driver)
+        return driver
+
+    async def cleanup(self) -> None:
+        for driver in self._drivers:
+            await driver.close()
+        admin = Redis.from_url(REDIS_URL)
+        try:
+            for namespace in self.namespaces:
+                await delete_namespace(admin, namespace)
+        finally:
+            await admin.aclose()
+            for client in self._clients:
+                await client.aclose()

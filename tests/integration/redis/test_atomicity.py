@@ -1,0 +1,179 @@
+"""S17: a script that meets a wrong-typed key or a malformed record refuses before any write.
+
+Redis does not roll back a script that fails part-way, so every script checks first and writes
+last. Each case arranges a bad key behind the driver's back, snapshots every key of the
+namespace (DUMP: type and content byte for byte, plus whether it has a TTL), makes the calls,
+and expects RedisScriptError with the snapshot unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+from redis.asyncio import Redis
+
+from jobs.driver import JobRequest
+from jobs.testing import new_request
+from redis_jobs import RedisJobDriver, RedisScriptError
+
+from .harness import RedisHarness, namespace_snapshot
+
+pytestmark = pytest.mark.redis
+
+LEASE_MS = 30_000
+
+Call = Callable[[], Awaitable[object]]
+
+
+async def assert_refused_without_writes(
+    admin: Redis, driver: RedisJobDriver, calls: dict[str, Call]
+) -> None:
+    before = await namespace_snapshot(admin, driver.namespace)
+    assert before, "the case should have keys to protect"
+    for name, call in calls.items():
+        with pytest.raises(RedisScriptError):
+            await call()
+        after = await namespace_snapshot(admin, driver.namespace)
+        assert after == before, f"{name} wrote before refusing"
+
+
+async def test_a_record_key_of_the_wrong_type_is_refused(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    job_id = await driver.enqueue(new_request(key="k"))
+    assert job_id is not None
+    await admin.delete(driver.keys.job(job_id))
+    await admin.set(driver.keys.job(job_id), "not a hash")
+    token = "1:feed:t"
+    await assert_refused_without_writes(
+        admin,
+        driver,
+        {
+            "claim": lambda: driver.claim(10, LEASE_MS, ["t"]),
+            "heartbeat": lambda: driver.heartbeat(job_id, token, LEASE_MS),
+            "complete": lambda: driver.complete(job_id, token),
+            "retry": lambda: driver.retry(job_id, token, delay_ms=0, error="e"),
+            "fail": lambda: driver.fail(job_id, token, error="e"),
+            "get_job": lambda: driver.get_job(job_id),
+            "enqueue, same id": lambda: driver.enqueue(
+                JobRequest(id=job_id, type="t", payload="null", max_attempts=3)
+            ),
+            "enqueue, same key": lambda: driver.enqueue(new_request(key="k")),
+        },
+    )
+
+
+async def test_a_record_missing_a_field_is_refused_by_every_transition(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    job_id = await driver.enqueue(new_request())
+    assert job_id is not None
+    [job] = await driver.claim(1, LEASE_MS, ["t"])
+    await admin.hdel(driver.keys.job(job_id), "attempts")
+    await assert_refused_without_writes(
+        admin,
+        driver,
+        {
+            "heartbeat": lambda: driver.heartbeat(job_id, job.lease_token, LEASE_MS),
+            "complete": lambda: driver.complete(job_id, job.lease_token),
+            "retry": lambda: driver.retry(job_id, job.lease_token, delay_ms=0, error="e"),
+            "fail": lambda: driver.fail(job_id, job.lease_token, error="e"),
+        },
+    )
+    harness.clock.advance(LEASE_MS)
+    await assert_refused_without_writes(
+        admin, driver, {"reclaim": lambda: driver.claim(10, LEASE_MS, ["t"])}
+    )
+
+
+async def test_a_pending_record_missing_its_payload_is_not_claimed(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    healthy = await driver.enqueue(new_request(run_at_ms=harness.clock.now_ms() - 1))
+    broken = await driver.enqueue(new_request(run_at_ms=harness.clock.now_ms() - 2))
+    assert healthy is not None
+    assert broken is not None
+    await admin.hdel(driver.keys.job(broken), "payload")
+    await assert_refused_without_writes(
+        admin, driver, {"claim": lambda: driver.claim(10, LEASE_MS, ["t"])}
+    )
+
+
+@pytest.mark.parametrize("shared", ["counts", "completed", "failed"])
+async def test_a_shared_key_of_the_wrong_type_is_refused(
+    harness: RedisHarness, admin: Redis, shared: str
+) -> None:
+    driver = harness.redis_driver()
+    job_id = await driver.enqueue(new_request())
+    assert job_id is not None
+    [job] = await driver.claim(1, LEASE_MS, ["t"])
+    await admin.delete(getattr(driver.keys, shared))
+    await admin.rpush(getattr(driver.keys, shared), "not", "a", "set")
+    calls: dict[str, Call] = {"counts": driver.counts}
+    if shared != "completed":
+        calls["claim"] = lambda: driver.claim(10, LEASE_MS, ["t"])
+    if shared == "counts":
+        calls["enqueue"] = lambda: driver.enqueue(new_request())
+        calls["retry"] = lambda: driver.retry(job_id, job.lease_token, delay_ms=0, error="e")
+    if shared != "failed":
+        calls["complete"] = lambda: driver.complete(job_id, job.lease_token)
+    if shared != "completed":
+        calls["fail"] = lambda: driver.fail(job_id, job.lease_token, error="e")
+    await assert_refused_without_writes(admin, driver, calls)
+
+
+@pytest.mark.parametrize("kind", ["ready", "leased", "signal"])
+async def test_a_per_type_key_of_the_wrong_type_is_refused(
+    harness: RedisHarness, admin: Redis, kind: str
+) -> None:
+    driver = harness.redis_driver()
+    job_id = await driver.enqueue(new_request())
+    assert job_id is not None
+    [job] = await driver.claim(1, LEASE_MS, ["t"])
+    key = getattr(driver.keys, kind)("t")
+    await admin.delete(key)
+    await admin.hset(key, "not", "a zset or list")
+    calls: dict[str, Call] = {
+        "retry": lambda: driver.retry(job_id, job.lease_token, delay_ms=0, error="e"),
+    }
+    if kind != "leased":
+        calls["enqueue"] = lambda: driver.enqueue(new_request())
+    if kind != "signal":
+        calls["claim"] = lambda: driver.claim(10, LEASE_MS, ["t"])
+    if kind == "leased":
+        calls["heartbeat"] = lambda: driver.heartbeat(job_id, job.lease_token, LEASE_MS)
+        calls["complete"] = lambda: driver.complete(job_id, job.lease_token)
+        calls["fail"] = lambda: driver.fail(job_id, job.lease_token, error="e")
+    await assert_refused_without_writes(admin, driver, calls)
+
+
+async def test_a_key_index_of_the_wrong_type_is_refused(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    await admin.hset(driver.keys.index("k"), "not", "a string")
+    await driver.enqueue(new_request())  # the namespace has keys of its own to protect
+    await assert_refused_without_writes(
+        admin, driver, {"enqueue": lambda: driver.enqueue(new_request(key="k"))}
+    )
+
+
+async def test_replacing_an_expired_holder_checks_the_finished_sets_first(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver(retain_completed_ms=1_000)
+    job_id = await driver.enqueue(new_request(key="k"))
+    [job] = await driver.claim(1, LEASE_MS, ["t"])
+    assert await driver.complete(job.id, job.lease_token)
+    harness.clock.advance(1_000)
+    await admin.delete(driver.keys.failed)
+    await admin.rpush(driver.keys.failed, "not a zset")
+    await assert_refused_without_writes(
+        admin, driver, {"enqueue": lambda: driver.enqueue(new_request(key="k"))}
+    )
+    assert job_id is not None
+    assert await admin.exists(driver.keys.job(job_id))

@@ -1,0 +1,154 @@
+"""The scripts: a fixed set loaded from files, reloaded on NOSCRIPT, batched per loop tick."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from importlib.resources import files
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
+
+from jobs.testing import new_request
+from redis_jobs import RedisJobDriver, RedisScriptError
+from redis_jobs.scripts import SCRIPT_NAMES, SOURCES, ScriptRunner
+
+from .harness import RedisHarness
+
+pytestmark = pytest.mark.redis
+
+LEASE_MS = 30_000
+HOSTILE = [
+    "x'); DROP TABLE jobs;--",
+    "]] redis.call('FLUSHALL') --[[",
+    "return redis.call('DEL', KEYS[1])",
+    "{tag}",
+    "*",
+    "a\nb",
+    "\U0001f680",
+]
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Every command packed by any redis.asyncio connection while the test runs."""
+    commands: list[tuple[Any, ...]] = []
+    pack = AbstractConnection.pack_command
+
+    def recording(self: AbstractConnection, *args: Any) -> Any:
+        commands.append(args)
+        return pack(self, *args)
+
+    monkeypatch.setattr(AbstractConnection, "pack_command", recording)
+    return commands
+
+
+def word(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def test_each_script_is_a_file_with_a_header_of_keys_and_argv() -> None:
+    lua = files("redis_jobs") / "lua"
+    assert sorted(SOURCES) == sorted(SCRIPT_NAMES)
+    for name in SCRIPT_NAMES:
+        text = (lua / f"{name}.lua").read_text(encoding="utf-8")
+        header = text.split("\n\n", 1)[0]
+        assert header.startswith(f"-- {name}.lua: ")
+        assert "KEYS" in header
+        assert "ARGV" in header
+        assert SOURCES[name].endswith(text)
+
+
+async def test_only_the_fixed_scripts_ever_run(
+    harness: RedisHarness, sent: list[tuple[Any, ...]]
+) -> None:
+    driver = harness.redis_driver()
+    for name in HOSTILE:
+        payload = {"code": name, "lua": f"{name} redis.call('FLUSHALL')"}
+        first = await driver.enqueue(new_request(name, payload, key=name, trace_context=name))
+        second = await driver.enqueue(new_request(name, payload))
+        assert first is not None
+        assert second is not None
+        for job in await driver.claim(2, LEASE_MS, [name]):
+            assert await driver.heartbeat(job.id, job.lease_token, LEASE_MS)
+            if job.id == first:
+                assert await driver.retry(job.id, job.lease_token, delay_ms=0, error=name)
+            else:
+                assert await driver.fail(job.id, job.lease_token, error=name)
+        [again] = await driver.claim(1, LEASE_MS, [name])
+        assert await driver.complete(again.id, again.lease_token)
+        info = await driver.get_job(first)
+        assert info is not None
+        assert (info.type, info.key, info.payload) == (name, name, payload)
+        await driver.wait_for_work([name], 1)
+    assert (await driver.counts())["completed"] == len(HOSTILE)
+
+    shas = {hashlib.sha1(source.encode()).hexdigest() for source in SOURCES.values()}
+    names = {word(command[0]).upper() for command in sent}
+    assert "EVAL" not in names
+    assert "EVALSHA" in names
+    for command in sent:
+        if word(command[0]).upper() == "EVALSHA":
+            assert word(command[1]) in shas
+        if word(command[0]).upper() == "SCRIPT":
+            assert word(command[2]) in SOURCES.values()
+
+
+async def test_a_lost_script_is_loaded_again(harness: RedisHarness) -> None:
+    client = harness.client()
+    runner = ScriptRunner(client)
+    heartbeat = runner.scripts["heartbeat"]
+    real_sha = heartbeat.sha
+    missing = [f"{{{harness.namespace}}}:job:none", f"{{{harness.namespace}}}:leased:t"]
+
+    heartbeat.sha = "0" * 40  # as if Redis had restarted or run SCRIPT FLUSH
+    assert await runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]) == 0
+    assert heartbeat.sha == real_sha
+
+    heartbeat.sha = "0" * 40  # two batches in one tick: a pipeline
+    replies = await asyncio.gather(
+        runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]),
+        runner.per_job("heartbeat", ([], ["1"]), missing, ["none", "1:x:t", 1]),
+    )
+    assert list(replies) == [0, 0]
+    assert heartbeat.sha == real_sha
+
+
+async def test_settles_of_one_tick_share_one_call_with_their_own_results(
+    harness: RedisHarness, admin: Redis, sent: list[tuple[Any, ...]]
+) -> None:
+    driver: RedisJobDriver = harness.redis_driver()
+    for _ in range(10):
+        await driver.enqueue(new_request())
+    jobs = await driver.claim(10, LEASE_MS, ["t"])
+    broken = jobs[-1]
+    await admin.hdel(driver.keys.job(broken.id), "max_attempts")
+    tokens = [job.lease_token for job in jobs]
+    tokens[0] = jobs[1].lease_token  # stale for job 0
+
+    del sent[:]
+    results = await asyncio.gather(
+        *(driver.complete(job.id, token) for job, token in zip(jobs, tokens, strict=True)),
+        return_exceptions=True,
+    )
+    assert sum(word(command[0]).upper() == "EVALSHA" for command in sent) == 1
+    assert results[0] is False
+    assert results[1:-1] == [True] * 8
+    assert isinstance(results[-1], RedisScriptError)
+    counts = await driver.counts()
+    assert (counts["completed"], counts["active"]) == (8, 2)
+
+
+async def test_concurrent_enqueues_share_one_call(
+    harness: RedisHarness, sent: list[tuple[Any, ...]]
+) -> None:
+    driver = harness.redis_driver()
+    del sent[:]
+    results = await asyncio.gather(
+        *(driver.enqueue(new_request(key=f"k{n % 5}")) for n in range(20))
+    )
+    assert sum(word(command[0]).upper() == "EVALSHA" for command in sent) == 1
+    assert sum(result is not None for result in results) == 5
+    assert (await driver.counts())["pending"] == 5
