@@ -1,8 +1,29 @@
 """Durable jobs and the transactional outbox on SQLAlchemy (SQLite via aiosqlite, PostgreSQL)."""
 
+from .engine import configure_sqlite, create_engine, is_sqlite
 from .errors import NoTransactionError, SQLAlchemyJobsError
+from .outbox import SQLAlchemyOutboxStore
+from .schema import JobSchema, job_schema
+from .store import SQLAlchemyJobStore
+from .transactions import (
+    SQLAlchemyTransactionManager,
+    TransactionRolledBackError,
+    current_session,
+    transactional,
+)
 
 __all__ = [
     "NoTransactionError",
     "SQLAlchemyJobsError",
+    "TransactionRolledBackError",
+    "SQLAlchemyTransactionManager",
+    "transactional",
+    "current_session",
+    "SQLAlchemyOutboxStore",
+    "SQLAlchemyJobStore",
+    "JobSchema",
+    "job_schema",
+    "create_engine",
+    "configure_sqlite",
+    "is_sqlite",
 ]

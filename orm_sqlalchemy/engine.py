@@ -1,0 +1,96 @@
+"""Async engines set up for job and outbox work: SQLite tuned for concurrent writers.
+
+SQLite allows one writer at a time. Python's sqlite3 driver begins transactions lazily (a
+deferred ``BEGIN`` before the first write), so a transaction that read first and then writes
+must upgrade its lock, and in WAL mode that upgrade fails with "database is locked" at once,
+whatever the busy timeout. ``configure_sqlite`` applies SQLAlchemy's documented recipe: turn
+off the driver's own BEGIN (``isolation_level = None``) and emit ``BEGIN IMMEDIATE`` from a
+``begin`` listener, so a transaction takes the write lock up front and waits (busy timeout)
+instead of failing. It also turns on WAL (readers never block the writer) and foreign keys.
+
+A single transaction can ask for a deferred BEGIN (for a long read-only report, say) with
+``conn.execution_options(sqlite_begin="DEFERRED")``. PostgreSQL engines are left as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+__all__ = ["BUSY_TIMEOUT_MS", "configure_sqlite", "create_engine", "is_sqlite"]
+
+BUSY_TIMEOUT_MS = 5_000
+"""How long a SQLite connection waits for the write lock before "database is locked"."""
+
+_CONFIGURED_FLAG = "_neverlost_sqlite_configured"
+_CONNECTION_FLAG = "neverlost_sqlite"
+_BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
+
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+
+
+def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
+    """An AsyncEngine for ``url``; SQLite ones configured by ``configure_sqlite``.
+
+    A URL without an async driver gets the project's one (``sqlite://`` becomes
+    ``sqlite+aiosqlite://``, ``postgresql://`` becomes ``postgresql+asyncpg://``).
+    ``kwargs`` go to ``sqlalchemy.ext.asyncio.create_async_engine``.
+    """
+    parsed = make_url(url)
+    driver = _ASYNC_DRIVERS.get(parsed.drivername)
+    if driver is not None:
+        parsed = parsed.set(drivername=driver)
+    engine = create_async_engine(parsed, **kwargs)
+    if is_sqlite(engine):
+        configure_sqlite(engine)
+    return engine
+
+
+def is_sqlite(engine: AsyncEngine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """Apply WAL, a busy timeout, foreign keys and ``BEGIN IMMEDIATE`` to a SQLite engine.
+
+    Works on a borrowed engine too: connections already in its pool are set up the next time
+    they are checked out. Calling it again is a no-op; on a non-SQLite engine it does nothing.
+    """
+    if not is_sqlite(engine):
+        return
+    sync_engine = engine.sync_engine
+    if getattr(sync_engine, _CONFIGURED_FLAG, False):
+        return
+
+    def on_checkout(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: Any) -> None:
+        if record.info.get(_CONNECTION_FLAG):
+            return
+        _prepare_connection(dbapi_connection, busy_timeout_ms)
+        record.info[_CONNECTION_FLAG] = True
+
+    def on_begin(conn: Connection) -> None:
+        mode = str(conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")).upper()
+        if mode not in _BEGIN_MODES:
+            raise ValueError(f"sqlite_begin must be one of {sorted(_BEGIN_MODES)}, got {mode!r}")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    event.listen(sync_engine, "checkout", on_checkout)
+    event.listen(sync_engine, "begin", on_begin)
+    setattr(sync_engine, _CONFIGURED_FLAG, True)
+
+
+def _prepare_connection(dbapi_connection: Any, busy_timeout_ms: int) -> None:
+    # The driver must not emit BEGIN of its own: our "begin" listener does.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        # busy_timeout first, so that switching the journal mode waits for other writers.
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()

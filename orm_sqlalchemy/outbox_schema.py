@@ -1,0 +1,81 @@
+"""The outbox table, one per table prefix; its MetaData can go under Alembic.
+
+Times are epoch milliseconds (BIGINT) so SQLite and PostgreSQL store and compare them alike.
+An entry is claimable while ``published_at`` is NULL and ``available_at`` has passed:
+``available_at`` is the creation time, then the lease expiry after a claim, then the retry
+time after a release (one column, like a visibility timeout). The payload is JSON *text*,
+not jsonb: jsonb rejects ``\\u0000``, which a payload may hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
+
+from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
+
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxSchema:
+    metadata: MetaData
+    entries: Table
+    notify_channel: str
+
+
+def outbox_schema(table_prefix: str = "outbox_", metadata: MetaData | None = None) -> OutboxSchema:
+    """The outbox table ``<prefix>entries`` in ``metadata`` (a new MetaData when None).
+
+    If ``metadata`` already holds that table (another store made it), it is reused.
+    """
+    if not _PREFIX.fullmatch(table_prefix):
+        raise ValueError(
+            f"table_prefix {table_prefix!r} must be a letter or underscore followed by up to "
+            "39 letters, digits or underscores"
+        )
+    metadata = metadata if metadata is not None else MetaData()
+    name = f"{table_prefix}entries"
+    existing = metadata.tables.get(name)
+    if existing is not None:  # a second store on a shared MetaData
+        return OutboxSchema(metadata, existing, notify_channel(name))
+    entries = Table(
+        name,
+        metadata,
+        Column("id", String(36), primary_key=True),
+        Column("type", String(MAX_TYPE_LENGTH), nullable=False),
+        Column("payload", Text, nullable=False),
+        Column("key", String(MAX_KEY_LENGTH), nullable=True),
+        Column("delay_ms", BigInteger, nullable=True),
+        Column("created_at", BigInteger, nullable=False),
+        Column("available_at", BigInteger, nullable=False),
+        Column("attempts", Integer, nullable=False, default=0),
+        Column("lease_token", String(64), nullable=True),
+        Column("published_at", BigInteger, nullable=True),
+        Column("last_error", Text, nullable=True),
+    )
+    unpublished = entries.c.published_at.is_(None)
+    published = entries.c.published_at.is_not(None)
+    Index(
+        f"ix_{name}_claim",
+        entries.c.available_at,
+        entries.c.id,
+        postgresql_where=unpublished,
+        sqlite_where=unpublished,
+    )
+    Index(
+        f"ix_{name}_published",
+        entries.c.published_at,
+        postgresql_where=published,
+        sqlite_where=published,
+    )
+    return OutboxSchema(metadata, entries, notify_channel(name))
+
+
+def notify_channel(table_name: str) -> str:
+    """The LISTEN/NOTIFY channel of a table: a hash, never the raw (user-supplied) text."""
+    digest = hashlib.sha256(table_name.encode("utf-8")).hexdigest()[:24]
+    return f"neverlost_outbox_{digest}"

@@ -1,0 +1,82 @@
+"""SQL statements kept as package resources, one file per dialect, loaded once per table.
+
+A file holds named statements (``-- name: claim``) with ``:name`` parameters and two macros:
+``{table}`` (the quoted table name) and ``{now}`` (the store's clock in epoch ms). PostgreSQL
+statements are rewritten to asyncpg's ``$n`` placeholders, SQLite ones keep sqlite3's named
+style; either way a statement is bound from a dict of parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+__all__ = ["Statement", "load_statements"]
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+_NOW = {
+    "postgresql": "COALESCE(CAST(:now AS bigint), floor(extract(epoch FROM now()) * 1000)::bigint)",
+    "sqlite": ":now",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement's text in the driver's paramstyle and, for ``$n`` style, its names."""
+
+    name: str
+    text: str
+    positional: tuple[str, ...] | None
+
+    def bind(self, params: dict[str, Any]) -> Any:
+        """The driver's arguments: a tuple for ``$n`` placeholders, else the dict itself."""
+        if self.positional is None:
+            return params
+        return tuple(params[name] for name in self.positional)
+
+
+@cache
+def _sections(dialect: str) -> dict[str, str]:
+    source = files(__name__).joinpath(f"jobs_{dialect}.sql").read_text(encoding="utf-8")
+    parts = _NAME.split(source)
+    return {
+        name: _strip_comments(body) for name, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+
+
+def _strip_comments(body: str) -> str:
+    lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).strip().rstrip(";")
+
+
+def load_statements(dialect: str, table: str) -> dict[str, Statement]:
+    """Every statement of ``dialect`` ("postgresql" or "sqlite") for the quoted ``table``."""
+    if dialect not in _NOW:
+        raise ValueError(f"the job store supports PostgreSQL and SQLite, not {dialect!r}")
+    statements = {}
+    for name, template in _sections(dialect).items():
+        statement = Statement(name, template.replace("{now}", _NOW[dialect]), None)
+        if dialect == "postgresql":
+            statement = _numbered(statement)
+        # The table goes in last, so that no quoted name is ever read as a parameter.
+        statements[name] = Statement(
+            name, statement.text.replace("{table}", table), statement.positional
+        )
+    return statements
+
+
+def _numbered(statement: Statement) -> Statement:
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        param = match.group(1)
+        if param not in order:
+            order.append(param)
+        return f"${order.index(param) + 1}"
+
+    return Statement(statement.name, _PARAM.sub(number, statement.text), tuple(order))

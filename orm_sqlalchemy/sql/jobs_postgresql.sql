@@ -1,0 +1,115 @@
+-- Job store statements for PostgreSQL. {table} is the quoted table name; {now} is the store's
+-- clock in epoch ms: the bound :now when a Clock was injected, else the database's now() (the
+-- start of the statement's transaction; every statement here runs in its own).
+-- Every statement is one round trip and one transaction, run in READ COMMITTED.
+
+-- name: enqueue
+-- A key held by a row past its retention is taken over in place; a live one drops the job.
+INSERT INTO {table} AS j (
+    id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
+    trace_context, keep_until, created_at
+)
+VALUES (
+    :id, :type, :payload, 'pending', 0, :max_attempts,
+    COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
+    COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
+    :timeout_ms, :key, :trace_context, :keep_until, {now}
+)
+ON CONFLICT (key) DO UPDATE SET
+    id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
+    attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
+    due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
+    trace_context = excluded.trace_context, keep_until = excluded.keep_until,
+    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    expires_at = NULL
+WHERE j.expires_at <= excluded.created_at
+RETURNING j.id, j.type;
+
+-- name: claim
+-- Due pending jobs and expired leases, oldest due first, skipping rows another claimer holds.
+-- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
+WITH due AS MATERIALIZED (
+    SELECT id FROM {table}
+    WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
+    ORDER BY due_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {table} AS j SET
+    state = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN 'failed' ELSE 'active' END,
+    attempts = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN j.attempts ELSE j.attempts + 1 END,
+    lease_token = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN NULL ELSE (j.attempts + 1) || ':' || replace(gen_random_uuid()::text, '-', '') END,
+    due_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN NULL ELSE {now} + CAST(:lease_ms AS bigint) END,
+    last_error = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN CAST(:lease_expired_error AS text) ELSE j.last_error END,
+    finished_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN {now} END,
+    expires_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN GREATEST({now} + CAST(:retain_failed_ms AS bigint), COALESCE(j.keep_until, 0)) END
+FROM due
+WHERE j.id = due.id
+RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
+    j.lease_token, j.timeout_ms, j.key, j.trace_context;
+
+-- name: heartbeat
+UPDATE {table} SET due_at = {now} + CAST(:lease_ms AS bigint)
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING 1;
+
+-- name: finish
+-- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
+UPDATE {table} SET
+    state = :state, lease_token = NULL, due_at = NULL,
+    last_error = COALESCE(CAST(:error AS text), last_error), finished_at = {now},
+    expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(keep_until, 0))
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING 1;
+
+-- name: complete_many
+-- complete for a group of (id, lease_token) pairs at once; returns the ids it completed.
+UPDATE {table} AS j SET
+    state = 'completed', lease_token = NULL, due_at = NULL, finished_at = {now},
+    expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(j.keep_until, 0))
+FROM unnest(CAST(:ids AS text[]), CAST(:lease_tokens AS text[])) AS done(id, lease_token)
+WHERE j.id = done.id AND j.lease_token = done.lease_token AND j.state = 'active'
+RETURNING j.id;
+
+-- name: retry
+UPDATE {table} SET
+    state = 'pending', lease_token = NULL, last_error = :error,
+    run_at = {now} + CAST(:delay_ms AS bigint), due_at = {now} + CAST(:delay_ms AS bigint)
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING type;
+
+-- name: get_job
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms
+FROM {table}
+WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
+
+-- name: counts
+SELECT state, count(*) FROM {table}
+WHERE expires_at IS NULL OR expires_at > {now}
+GROUP BY state;
+
+-- name: next_due
+-- Milliseconds until the next job of :types is due (negative: overdue; NULL: none).
+SELECT min(due_at) - {now} FROM {table}
+WHERE due_at IS NOT NULL AND type = ANY(CAST(:types AS text[]));
+
+-- name: prune
+DELETE FROM {table}
+WHERE expires_at <= {now} AND id IN (
+    SELECT id FROM {table} WHERE expires_at <= {now}
+    LIMIT :batch FOR UPDATE SKIP LOCKED
+)
+RETURNING 1;
+
+-- name: notify
+-- Wake listeners for job types that became due. Sent on its own, after the writes: a NOTIFY
+-- takes a database-wide lock at commit, so in the enqueue's own transaction it would
+-- serialize every enqueue's commit.
+SELECT pg_notify(:channel, job_type) FROM unnest(CAST(:types AS text[])) AS job_type;

@@ -1,0 +1,97 @@
+-- Job store statements for SQLite. {table} is the quoted table name; :now is the store's clock
+-- in epoch ms, always bound (an injected Clock, else the host's wall clock: the database is a
+-- local file, so every process using it reads the same clock).
+-- Every statement is one write transaction of its own. SQLite opens such a statement's
+-- transaction with the write lock, retrying under the busy timeout, just as BEGIN IMMEDIATE
+-- does, so the deferred-upgrade "database is locked" cannot happen here.
+
+-- name: enqueue
+-- A key held by a row past its retention is taken over in place; a live one drops the job.
+INSERT INTO {table} AS j (
+    id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
+    trace_context, keep_until, created_at
+)
+VALUES (
+    :id, :type, :payload, 'pending', 0, :max_attempts,
+    COALESCE(:run_at, :now + :delay_ms), COALESCE(:run_at, :now + :delay_ms),
+    :timeout_ms, :key, :trace_context, :keep_until, :now
+)
+ON CONFLICT (key) DO UPDATE SET
+    id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
+    attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
+    due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
+    trace_context = excluded.trace_context, keep_until = excluded.keep_until,
+    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    expires_at = NULL
+WHERE j.expires_at <= excluded.created_at
+RETURNING id, type;
+
+-- name: claim
+-- Due pending jobs and expired leases, oldest due first, in one UPDATE ... RETURNING.
+-- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
+UPDATE {table} SET
+    state = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN 'failed' ELSE 'active' END,
+    attempts = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN attempts ELSE attempts + 1 END,
+    lease_token = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN NULL ELSE (attempts + 1) || ':' || lower(hex(randomblob(12))) END,
+    due_at = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN NULL ELSE :now + :lease_ms END,
+    last_error = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN :lease_expired_error ELSE last_error END,
+    finished_at = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN :now END,
+    expires_at = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN max(:now + :retain_failed_ms, coalesce(keep_until, 0)) END
+WHERE id IN (
+    SELECT id FROM {table}
+    WHERE due_at <= :now AND type IN (SELECT value FROM json_each(:types))
+    ORDER BY due_at
+    LIMIT :limit
+)
+RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
+    key, trace_context;
+
+-- name: heartbeat
+UPDATE {table} SET due_at = :now + :lease_ms
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING 1;
+
+-- name: finish
+-- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
+UPDATE {table} SET
+    state = :state, lease_token = NULL, due_at = NULL,
+    last_error = coalesce(:error, last_error), finished_at = :now,
+    expires_at = max(:now + :retain_ms, coalesce(keep_until, 0))
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING 1;
+
+-- name: retry
+UPDATE {table} SET
+    state = 'pending', lease_token = NULL, last_error = :error,
+    run_at = :now + :delay_ms, due_at = :now + :delay_ms
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING type;
+
+-- name: get_job
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms
+FROM {table}
+WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: counts
+SELECT state, count(*) FROM {table}
+WHERE expires_at IS NULL OR expires_at > :now
+GROUP BY state;
+
+-- name: next_due
+-- Milliseconds until the next job of :types is due (negative: overdue; NULL: none).
+SELECT min(due_at) - :now FROM {table}
+WHERE due_at IS NOT NULL AND type IN (SELECT value FROM json_each(:types));
+
+-- name: prune
+DELETE FROM {table}
+WHERE expires_at <= :now AND id IN (
+    SELECT id FROM {table} WHERE expires_at <= :now LIMIT :batch
+)
+RETURNING 1;

@@ -1,0 +1,419 @@
+"""SQLAlchemyJobStore: the durable job driver, on one SQLite file or one PostgreSQL database.
+
+Clock. Due-ness, lease expiry and retention are judged by one clock, the store's: on
+PostgreSQL the database's ``now()`` (computed in the statement, never the worker's clock); on
+SQLite, a local file on one host, the host's wall clock, read in Python and bound to the
+statement. A ``clock`` given to the store replaces both (tests move time with a ManualClock);
+the statements are the same, with ``:now`` bound.
+
+Transitions. Enqueue (with key dedupe), claim (with reclaim or terminal failure of expired
+leases), heartbeat, complete, retry and fail are one statement each, so one round trip and one
+transaction: see ``sql/`` for the statements and ``store_backends`` for how they are run.
+
+Engine. ``SQLAlchemyJobStore(url=...)`` makes an engine with ``orm_sqlalchemy.engine`` and
+disposes it on close; ``engine=`` borrows one, which stays open (a SQLite engine is given the
+same set-up by ``configure_sqlite``).
+
+Schema. The table is created on first use (under an advisory lock on PostgreSQL and a write
+transaction on SQLite, so processes starting together do not race), or by ``create_schema()``;
+with ``create_tables=False`` it is only checked. ``store.metadata`` holds it for Alembic.
+
+Retention. A finished job is kept until ``max(finished_at + retain_*_ms, keep_until)``; while
+kept, its key drops repeats; after, it reads as gone and a new job may take its key. Expired
+rows are deleted in passing (at most every ``prune_interval_ms``, a bounded batch) or by
+``prune()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Collection
+from types import TracebackType
+from typing import Any, Self, cast
+
+from loguru import logger
+from sqlalchemy import MetaData, Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import StaticPool
+
+from jobs.clock import Clock, ManualClock
+from jobs.driver import LEASE_EXPIRED_ERROR, ClaimedJob, JobInfo, JobRequest, JobStateCounts
+from jobs.errors import DriverError
+from jobs.settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
+
+from .engine import configure_sqlite, create_engine
+from .schema import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
+from .sql import load_statements
+from .store_backends import Backend, PostgresBackend, Row, SQLiteBackend, store_error
+from .store_batch import Coalescer
+from .store_rows import claimed_job, job_info, state_counts
+from .store_wakeup import Notifier, PostgresListener, Waiters
+
+__all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
+
+PRUNE_BATCH = 1_000
+"""At most this many expired rows are deleted by one ``prune()``."""
+
+_SUPPORTED = {("postgresql", "asyncpg"), ("sqlite", "aiosqlite")}
+
+
+class SQLAlchemyJobStore:
+    """The JobDriver on SQLAlchemy: SQLite (aiosqlite) or PostgreSQL (asyncpg).
+
+    ``url`` or ``engine`` (exactly one): a URL makes an engine the store owns; an engine is
+    borrowed. ``table_prefix`` names the table (``<prefix>queue``) and ``schema`` its
+    PostgreSQL schema. ``clock`` replaces the store's clock (tests). ``retain_*_ms`` keep
+    finished jobs (defaults: jobs.settings). ``create_tables=False`` only checks the table
+    (for schemas under migrations). ``pool_size`` caps the PostgreSQL connections the store
+    holds besides its LISTEN one. ``prune_interval_ms`` spaces the in-passing deletion of
+    expired rows (None: only ``prune()``).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: AsyncEngine | None = None,
+        table_prefix: str = DEFAULT_TABLE_PREFIX,
+        schema: str | None = None,
+        clock: Clock | None = None,
+        retain_completed_ms: int | None = None,
+        retain_failed_ms: int | None = None,
+        create_tables: bool = True,
+        pool_size: int = 10,
+        prune_interval_ms: int | None = 60_000,
+    ) -> None:
+        if (url is None) == (engine is None):
+            raise ValueError("SQLAlchemyJobStore takes a url or an engine (exactly one)")
+        self._retain_completed_ms = _non_negative(
+            "retain_completed_ms", retain_completed_ms, DEFAULT_RETAIN_COMPLETED_MS
+        )
+        self._retain_failed_ms = _non_negative(
+            "retain_failed_ms", retain_failed_ms, DEFAULT_RETAIN_FAILED_MS
+        )
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, got {pool_size}")
+        self._schema = job_schema(table_prefix, schema=schema)
+        self._owns_engine = engine is None
+        self._engine = engine if engine is not None else create_engine(cast(str, url))
+        dialect = self._engine.dialect
+        if (dialect.name, dialect.driver) not in _SUPPORTED:
+            raise ValueError(
+                "SQLAlchemyJobStore runs on sqlite+aiosqlite or postgresql+asyncpg, "
+                f"not {dialect.name}+{dialect.driver}"
+            )
+        _check_pool(self._engine)
+        configure_sqlite(self._engine)
+        self._postgres = dialect.name == "postgresql"
+        url_text = self._engine.url.render_as_string(hide_password=True)
+        self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
+        self._sql = load_statements(
+            dialect.name, dialect.identifier_preparer.format_table(self._schema.jobs)
+        )
+        self._listener: PostgresListener | None = None
+        self._backend: Backend
+        if self._postgres:
+            backend = PostgresBackend(self._engine, size=pool_size, name=self._name)
+            self._listener = PostgresListener(
+                self._engine, self._schema.notify_channel, self._wake, ignore=backend.owns
+            )
+            self._backend = backend
+        else:
+            self._backend = SQLiteBackend(self._engine, name=self._name)
+        self._clock = clock
+        self._create_tables = create_tables
+        self._schema_ready = False
+        self._schema_lock = asyncio.Lock()
+        self._prune_interval_s = None if prune_interval_ms is None else prune_interval_ms / 1000
+        self._next_prune = 0.0
+        self._waiters = Waiters()
+        self._notifier = Notifier(self._send_notify, self._name) if self._postgres else None
+        # On PostgreSQL concurrent completes share one statement (SQLite groups commits).
+        self._completions: Coalescer[tuple[str, str], bool] | None = (
+            Coalescer(self._complete_group, name=f"{self._name} completions", key=_job_id)
+            if self._postgres
+            else None
+        )
+        self._unsubscribe = clock.subscribe(self._wake) if isinstance(clock, ManualClock) else None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return self._name
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    @property
+    def metadata(self) -> MetaData:
+        """The MetaData holding the job table, for Alembic (``target_metadata``)."""
+        return self._schema.metadata
+
+    @property
+    def table(self) -> Table:
+        return self._schema.jobs
+
+    # -- producer ------------------------------------------------------------------------------
+
+    async def enqueue(self, job: JobRequest) -> str | None:
+        rows = await self._fetch(
+            "enqueue",
+            id=job.id,
+            type=job.type,
+            payload=job.payload,
+            max_attempts=job.max_attempts,
+            run_at=job.run_at_ms,
+            delay_ms=job.delay_ms,
+            timeout_ms=job.timeout_ms,
+            key=job.key,
+            trace_context=job.trace_context,
+            keep_until=job.keep_until_ms,
+        )
+        if rows:
+            self._announce(job.type)
+        await self._prune_in_passing()
+        return job.id if rows else None
+
+    # -- consumer ------------------------------------------------------------------------------
+
+    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+        if limit <= 0 or not types:
+            self._check_open()
+            return []
+        rows = await self._fetch(
+            "claim",
+            types=self._types(types),
+            limit=limit,
+            lease_ms=lease_ms,
+            lease_expired_error=LEASE_EXPIRED_ERROR,
+            retain_failed_ms=self._retain_failed_ms,
+        )
+        leased: list[Row] = []
+        for row in rows:
+            if row[0] == "active":
+                leased.append(row)
+            else:
+                logger.warning(
+                    "job {} ({}) failed: its lease expired with no attempts left", row[2], row[3]
+                )
+        await self._prune_in_passing()
+        leased.sort(key=lambda row: cast(int, row[1]))
+        return [claimed_job(row) for row in leased]
+
+    async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
+        rows = await self._fetch("heartbeat", id=job_id, lease_token=lease_token, lease_ms=lease_ms)
+        return bool(rows)
+
+    async def complete(self, job_id: str, lease_token: str) -> bool:
+        if self._completions is None:
+            return await self._finish(job_id, lease_token, "completed", None)
+        self._check_open()
+        return await self._completions.submit((job_id, lease_token))
+
+    async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
+        rows = await self._fetch(
+            "retry",
+            id=job_id,
+            lease_token=lease_token,
+            delay_ms=delay_ms,
+            error=error,
+        )
+        if rows:
+            self._announce(rows[0][0])
+        return bool(rows)
+
+    async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
+        return await self._finish(job_id, lease_token, "failed", error)
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        rows = await self._fetch("get_job", id=job_id)
+        return job_info(rows[0]) if rows else None
+
+    async def counts(self) -> JobStateCounts:
+        return state_counts(await self._fetch("counts"))
+
+    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+        """Wait for a wake-up, the next due job of ``types`` or ``timeout_ms``, whichever first.
+
+        Wakes on enqueues and retries through this store and, on PostgreSQL, through any
+        store on the same table (LISTEN/NOTIFY), and when an injected ManualClock moves.
+        """
+        self._check_open()
+        event = self._waiters.register(types)
+        try:
+            if self._listener is not None:
+                await self._listen(self._listener)
+            wait_ms = timeout_ms
+            if types:
+                rows = await self._fetch("next_due", types=self._types(types))
+                due_in = rows[0][0] if rows else None
+                if due_in is not None:
+                    if due_in <= 0:
+                        return
+                    wait_ms = min(wait_ms, due_in)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), max(wait_ms, 0) / 1000)
+        finally:
+            self._waiters.unregister(event)
+
+    # -- schema and upkeep ---------------------------------------------------------------------
+
+    async def create_schema(self) -> None:
+        """Create the job table and its indexes unless they exist; then check its columns."""
+        await self._set_up_schema(create=True)
+
+    async def check_schema(self) -> None:
+        """StoreSchemaError unless the job table exists with every column this version uses."""
+        await self._set_up_schema(create=False)
+
+    async def prune(self) -> int:
+        """Delete up to PRUNE_BATCH finished jobs past their retention; how many went."""
+        return len(await self._fetch("prune", batch=PRUNE_BATCH))
+
+    async def close(self) -> None:
+        """Close the store's connections, and its engine if it made it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self._waiters.wake()
+        if self._completions is not None:
+            await self._completions.close()
+        if self._notifier is not None:
+            await self._notifier.close()
+        if self._listener is not None:
+            await self._listener.close()
+        await self._backend.close()
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DriverError(f"{self._name} is closed")
+
+    def _now(self) -> int | None:
+        """The bound ``:now``: the injected clock, else SQLite's host clock; None on PG."""
+        if self._clock is not None:
+            return self._clock.now_ms()
+        return None if self._postgres else time.time_ns() // 1_000_000
+
+    def _types(self, types: Collection[str]) -> Any:
+        return list(types) if self._postgres else json.dumps(list(types))
+
+    async def _fetch(self, statement: str, **params: Any) -> list[Row]:
+        self._check_open()
+        if not self._schema_ready:
+            await self._prepare_schema()
+        params["now"] = self._now()
+        return await self._backend.fetch(self._sql[statement], params)
+
+    def _wake(self, job_type: str | None = None) -> None:
+        self._waiters.wake(job_type)
+
+    def _announce(self, job_type: str) -> None:
+        """Wake this store's waiters for ``job_type`` now, and other stores' by NOTIFY."""
+        self._waiters.wake(job_type)
+        if self._notifier is not None:
+            self._notifier.notify(job_type)
+
+    async def _send_notify(self, types: list[str]) -> None:
+        if not self._closed:
+            await self._backend.fetch(
+                self._sql["notify"], {"channel": self._schema.notify_channel, "types": types}
+            )
+
+    async def _finish(self, job_id: str, lease_token: str, state: str, error: str | None) -> bool:
+        retain = self._retain_completed_ms if state == "completed" else self._retain_failed_ms
+        rows = await self._fetch(
+            "finish", id=job_id, lease_token=lease_token, state=state, error=error, retain_ms=retain
+        )
+        return bool(rows)
+
+    async def _complete_group(self, group: list[tuple[str, str]]) -> list[bool]:
+        if len(group) == 1:
+            return [await self._finish(*group[0], "completed", None)]
+        rows = await self._fetch(
+            "complete_many",
+            ids=[job_id for job_id, _ in group],
+            lease_tokens=[token for _, token in group],
+            retain_ms=self._retain_completed_ms,
+        )
+        completed = {row[0] for row in rows}
+        return [job_id in completed for job_id, _ in group]
+
+    async def _prepare_schema(self) -> None:
+        async with self._schema_lock:
+            if not self._schema_ready:
+                await self._set_up_schema(create=self._create_tables)
+
+    async def _set_up_schema(self, *, create: bool) -> None:
+        self._check_open()
+        try:
+            await set_up_job_table(self._engine, self._schema, create=create)
+        except DriverError:
+            raise
+        except Exception as exc:
+            raise store_error(exc, self._name) from exc
+        self._schema_ready = True
+
+    async def _listen(self, listener: PostgresListener) -> None:
+        try:
+            await listener.ensure()
+        except Exception as exc:
+            raise store_error(exc, self._name) from exc
+
+    async def _prune_in_passing(self) -> None:
+        if self._prune_interval_s is None:
+            return
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + self._prune_interval_s
+        try:
+            if await self.prune() >= PRUNE_BATCH:
+                self._next_prune = now  # more to delete: again on the next call
+        except DriverError as exc:
+            logger.warning("{} could not prune expired jobs: {}", self._name, exc)
+
+
+def _job_id(item: tuple[str, str]) -> str:
+    return item[0]
+
+
+def _check_pool(engine: AsyncEngine) -> None:
+    """The store opens connections of its own; an engine with one shared connection cannot."""
+    if engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
+        raise ValueError(
+            "SQLAlchemyJobStore needs a SQLite file: an in-memory database is per connection"
+        )
+    if isinstance(engine.pool, StaticPool):
+        raise ValueError(
+            "SQLAlchemyJobStore needs an engine that can open connections, not StaticPool"
+        )
+
+
+def _non_negative(name: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, got {value}")
+    return value

@@ -1,0 +1,200 @@
+"""The outbox end to end: transaction -> outbox -> relay -> queue -> runner, on both databases."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from jobs import (
+    JobHandlerRegistry,
+    JobOutboxPublisher,
+    JobQueue,
+    JobRunner,
+    ManualClock,
+    OutboxEntry,
+    OutboxRelay,
+)
+from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
+from tests.integration.outbox.conftest import OutboxHarness
+from tests.support import wait_until
+
+LEASE_MS = 30_000
+
+
+class App:
+    """An outbox, a relay and a job store sharing one database (the documented wiring)."""
+
+    def __init__(self, harness: OutboxHarness, clock: ManualClock | None = None) -> None:
+        self.harness = harness
+        self.outbox_clock = clock or ManualClock()
+        self.tm = SQLAlchemyTransactionManager(harness.engine())
+        self.outbox: SQLAlchemyOutboxStore = harness.store(self.tm, clock=clock)
+        self.jobs = SQLAlchemyJobStore(engine=self.tm.engine, table_prefix=harness.prefix)
+        self.queue = JobQueue(self.jobs)
+
+    async def setup(self) -> None:
+        await self.harness.setup(self.outbox)
+        await self.jobs.create_schema()
+
+    async def place_order(self, note: str, *, fail: bool = False) -> None:
+        async with self.tm.transaction() as session:
+            await session.execute(self.harness.orders.insert().values(note=note))
+            await self.outbox.append("order.placed", {"note": note})
+            if fail:
+                raise RuntimeError(f"order {note} rolled back")
+
+    async def job_count(self) -> int:
+        counts = await self.jobs.counts()
+        return sum(counts.values())
+
+    async def close(self) -> None:
+        await self.jobs.close()
+        if self.harness.postgres:
+            async with self.tm.engine.begin() as conn:
+                await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}queue"'))
+
+
+@pytest.fixture
+async def app(harness: OutboxHarness) -> AsyncIterator[App]:
+    application = App(harness, ManualClock())
+    await application.setup()
+    yield application
+    await application.close()
+
+
+async def test_a_commit_publishes_exactly_one_job_and_a_rollback_none(app: App) -> None:
+    relay = OutboxRelay(app.outbox, JobOutboxPublisher(app.queue), poll_interval_ms=50)
+    await app.place_order("kept")
+    with pytest.raises(RuntimeError):
+        await app.place_order("dropped", fail=True)
+    relay.start()
+    try:
+        await wait_until(lambda: relay.stats["published"] == 1, message="one entry published")
+        assert await app.job_count() == 1
+        (job,) = await app.jobs.claim(10, LEASE_MS, ["order.placed"])
+        assert job.payload == '{"note":"kept"}'
+        assert job.key is not None
+        assert job.key.startswith("outbox:")
+        assert await app.harness.order_count() == 1
+    finally:
+        await relay.close()
+
+
+async def test_a_relay_that_dies_between_publish_and_mark_publishes_again_and_the_job_runs_once(
+    app: App,
+) -> None:
+    await app.place_order("only")
+    published: list[str] = []
+    crash = asyncio.Event()
+
+    class CrashesAfterPublishing:
+        async def publish(self, entry: OutboxEntry) -> None:
+            await JobOutboxPublisher(app.queue).publish(entry)
+            published.append(entry.id)
+            crash.set()
+            await asyncio.Event().wait()  # the process dies here, before marking
+
+    doomed = OutboxRelay(app.outbox, CrashesAfterPublishing(), lease_ms=LEASE_MS)
+    dying = asyncio.create_task(doomed.relay_once())
+    await asyncio.wait_for(crash.wait(), 10)
+    dying.cancel()
+    await asyncio.gather(dying, return_exceptions=True)
+
+    app.outbox_clock.advance(LEASE_MS)
+    survivor = OutboxRelay(app.outbox, JobOutboxPublisher(app.queue), lease_ms=LEASE_MS)
+    assert await survivor.relay_once() == 1  # the entry came back after the lease
+    assert survivor.stats["published"] == 1
+    assert await app.job_count() == 1  # the second hand-over was dropped by the key
+
+    ran: list[Any] = []
+    registry = JobHandlerRegistry()
+
+    async def send_email(payload: Any) -> None:
+        ran.append(payload)
+
+    registry.register("order.placed", send_email)
+    runner = JobRunner(app.jobs, registry)
+    runner.start()
+    await wait_until(lambda: runner.stats["completed"] == 1)
+    await runner.close()
+    assert ran == [{"note": "only"}]
+
+
+async def test_without_the_key_the_duplicate_hand_over_is_visible(app: App) -> None:
+    """The control for the test above: it can see a duplicate when dedupe is off."""
+    await app.place_order("only")
+
+    class NoKeyPublisher:
+        async def publish(self, entry: OutboxEntry) -> None:
+            await app.queue.enqueue(entry.type, entry.payload)
+
+    first = await app.outbox.claim(10, LEASE_MS)
+    await NoKeyPublisher().publish(first[0])
+    app.outbox_clock.advance(LEASE_MS)
+    assert await OutboxRelay(app.outbox, NoKeyPublisher()).relay_once() == 1
+    assert await app.job_count() == 2
+
+
+async def test_a_failed_publish_is_retried_after_a_backoff(app: App) -> None:
+    await app.place_order("retry-me")
+    attempts = 0
+
+    class Flaky:
+        async def publish(self, entry: OutboxEntry) -> None:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                raise ConnectionError("queue unreachable")
+            await JobOutboxPublisher(app.queue).publish(entry)
+
+    relay = OutboxRelay(app.outbox, Flaky(), backoff=lambda attempt: 5_000)
+    assert await relay.relay_once() == 1
+    assert relay.stats == {"published": 0, "failed": 1}
+    assert await relay.relay_once() == 0  # not before its backoff
+    app.outbox_clock.advance(5_000)
+    assert await relay.relay_once() == 1
+    assert relay.stats == {"published": 1, "failed": 1}
+    assert await app.job_count() == 1
+
+
+@pytest.mark.postgres
+async def test_two_relays_publish_each_of_1000_entries_once(
+    postgres_harness: OutboxHarness,
+) -> None:
+    app = App(postgres_harness)
+    await app.setup()
+    try:
+        for batch in range(10):
+            async with app.tm.transaction():
+                for n in range(100):
+                    await app.outbox.append("order.placed", {"n": batch * 100 + n})
+        seen: Counter[str] = Counter()
+
+        class Counting:
+            async def publish(self, entry: OutboxEntry) -> None:
+                seen[entry.id] += 1
+                await JobOutboxPublisher(app.queue).publish(entry)
+
+        second_store = postgres_harness.store(
+            SQLAlchemyTransactionManager(postgres_harness.engine())
+        )
+        relays = [
+            OutboxRelay(app.outbox, Counting(), batch_size=50, poll_interval_ms=50),
+            OutboxRelay(second_store, Counting(), batch_size=50, poll_interval_ms=50),
+        ]
+        for relay in relays:
+            relay.start()
+        await wait_until(lambda: sum(seen.values()) >= 1_000, timeout=60, message="1000 entries")
+        for relay in relays:
+            await relay.close()
+        assert len(seen) == 1_000
+        assert set(seen.values()) == {1}
+        assert all(relay.stats["published"] > 0 for relay in relays)
+        assert await app.job_count() == 1_000
+    finally:
+        await app.close()

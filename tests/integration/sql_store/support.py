@@ -1,0 +1,80 @@
+"""Harnesses for the SQL job store: a SQLite file in tmp_path, or a random table prefix on PG.
+
+PostgreSQL tests need the server on 127.0.0.1:5432 (database ``test``, user ``postgres``; or
+``TEST_POSTGRES_URL``) and fail when it is absent. Each harness uses its own table prefix and
+drops its table at cleanup; nothing else in the database is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from jobs.clock import ManualClock
+from jobs.driver import JobDriver
+from orm_sqlalchemy.engine import create_engine
+from orm_sqlalchemy.store import SQLAlchemyJobStore
+
+POSTGRES_URL = os.environ.get(
+    "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+BACKENDS = ("sqlite", "postgres")
+
+
+class StoreHarness:
+    """Opens stores on one database and prefix, all reading ``clock`` unless told otherwise."""
+
+    def __init__(self, backend: str, tmp_path: Path) -> None:
+        self.backend = backend
+        self.clock = ManualClock()
+        self.prefix = f"t{uuid.uuid4().hex[:10]}_"
+        self.table = f"{self.prefix}queue"
+        self.url = POSTGRES_URL if self.postgres else f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}"
+        self._stores: list[SQLAlchemyJobStore] = []
+        if not self.postgres:
+            # Two connections switching a brand-new file to WAL at once can fail one of them
+            # with "database is locked" at once (SQLite does not wait on that upgrade), so the
+            # file starts out in WAL mode, as after any first start.
+            with sqlite3.connect(tmp_path / "jobs.db") as conn:
+                conn.execute("PRAGMA journal_mode = WAL")
+
+    @property
+    def postgres(self) -> bool:
+        return self.backend == "postgres"
+
+    async def driver(
+        self, *, retain_completed_ms: int | None = None, retain_failed_ms: int | None = None
+    ) -> JobDriver:
+        return self.store(
+            retain_completed_ms=retain_completed_ms, retain_failed_ms=retain_failed_ms
+        )
+
+    def store(self, **options: Any) -> SQLAlchemyJobStore:
+        """A new store object on the harness's table (its own engine unless ``engine=``)."""
+        options.setdefault("table_prefix", self.prefix)
+        options.setdefault("clock", self.clock)
+        url = None if "engine" in options else self.url
+        store = SQLAlchemyJobStore(url, **options)
+        self._stores.append(store)
+        return store
+
+    async def sql(self, statement: str, **params: Any) -> list[Any]:
+        """Run ``statement`` on a separate engine (``{table}`` is the harness's table)."""
+        engine = create_engine(self.url)
+        try:
+            async with engine.begin() as conn:
+                result = await conn.execute(text(statement.format(table=self.table)), params)
+                return list(result.all()) if result.returns_rows else []
+        finally:
+            await engine.dispose()
+
+    async def cleanup(self) -> None:
+        for store in self._stores:
+            await store.close()
+        if self.postgres:
+            await self.sql('DROP TABLE IF EXISTS "{table}"')

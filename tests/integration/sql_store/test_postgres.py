@@ -1,0 +1,180 @@
+"""PostgreSQL specifics: SKIP LOCKED claims, the database clock, LISTEN/NOTIFY, lost connections."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from sqlalchemy import text
+
+from jobs.errors import StoreUnavailableError
+from jobs.testing import new_request
+from orm_sqlalchemy.engine import create_engine
+from orm_sqlalchemy.store import SQLAlchemyJobStore
+
+from .support import StoreHarness
+
+pytestmark = pytest.mark.postgres
+
+LEASE_MS = 30_000
+
+
+async def test_concurrent_claimers_on_separate_stores_take_each_job_once(
+    pg_harness: StoreHarness,
+) -> None:
+    producer = pg_harness.store()
+    total, limit = 1_000, 7
+    for _ in range(total // 100):
+        await asyncio.gather(*(producer.enqueue(new_request()) for _batch in range(100)))
+    stores = [pg_harness.store() for _ in range(5)]
+    seen: list[str] = []
+    batch_sizes: list[int] = []
+
+    async def claimer(store: SQLAlchemyJobStore) -> None:
+        while True:
+            batch = await store.claim(limit, LEASE_MS, ["t"])
+            if not batch:
+                return
+            batch_sizes.append(len(batch))
+            seen.extend(job.id for job in batch)
+
+    await asyncio.gather(*(claimer(stores[i % 5]) for i in range(15)))
+    assert len(seen) == total
+    assert len(set(seen)) == total
+    assert max(batch_sizes) <= limit
+    assert (await producer.counts())["active"] == total
+
+
+async def test_claims_stay_read_committed_under_a_serializable_engine(
+    pg_harness: StoreHarness,
+) -> None:
+    engine = create_engine(pg_harness.url, isolation_level="SERIALIZABLE")
+    try:
+        stores = [pg_harness.store(engine=engine) for _ in range(3)]
+        for _ in range(60):
+            await stores[0].enqueue(new_request())
+        batches = await asyncio.gather(
+            *(store.claim(5, LEASE_MS, ["t"]) for store in stores for _ in range(6))
+        )
+        claimed = [job.id for batch in batches for job in batch]
+        assert len(claimed) == len(set(claimed)) == 60
+    finally:
+        for store in pg_harness._stores:
+            await store.close()
+        await engine.dispose()
+
+
+async def test_leases_expire_by_the_database_clock(pg_harness: StoreHarness) -> None:
+    store = pg_harness.store(clock=None)
+    job_id = await store.enqueue(new_request())
+    [first] = await store.claim(1, 200, ["t"])
+    assert await store.claim(1, 200, ["t"]) == []
+    deadline = time.monotonic() + 5
+    while not (again := await store.claim(1, 200, ["t"])):
+        assert time.monotonic() < deadline, "the 200 ms lease never expired"
+        await asyncio.sleep(0.02)
+    assert (again[0].id, again[0].attempt) == (job_id, 2)
+    assert again[0].lease_token != first.lease_token
+
+
+async def test_run_at_is_set_by_the_database_clock(pg_harness: StoreHarness) -> None:
+    store = pg_harness.store(clock=None)
+    job_id = await store.enqueue(new_request(delay_ms=60_000))
+    [(db_now_ms,)] = await pg_harness.sql("SELECT floor(extract(epoch FROM now()) * 1000)::bigint")
+    info = await store.get_job(job_id)
+    assert info is not None
+    run_at_ms = int(info.run_at.timestamp() * 1000)
+    assert 55_000 <= run_at_ms - db_now_ms <= 60_000
+    assert await store.claim(1, LEASE_MS, ["t"]) == []
+
+
+async def test_a_store_on_another_engine_wakes_a_waiter_by_notify(
+    pg_harness: StoreHarness,
+) -> None:
+    waiting, enqueuing = pg_harness.store(), pg_harness.store()
+    assert waiting.engine is not enqueuing.engine
+    waiter = asyncio.create_task(waiting.wait_for_work(["t"], 30_000))
+    await asyncio.sleep(0.1)  # the waiter is listening
+    assert not waiter.done()
+    started = time.monotonic()
+    await enqueuing.enqueue(new_request())
+    await asyncio.wait_for(waiter, timeout=5)
+    assert time.monotonic() - started < 2
+
+
+async def test_a_lost_connection_is_store_unavailable_then_recovers(
+    pg_harness: StoreHarness,
+) -> None:
+    name = f"jobs-test-{pg_harness.prefix}"
+    engine = create_engine(
+        pg_harness.url, connect_args={"server_settings": {"application_name": name}}
+    )
+    locker = create_engine(pg_harness.url)
+    store = pg_harness.store(engine=engine)
+    try:
+        await store.enqueue(new_request())
+        async with locker.begin() as conn:
+            # The claim blocks on the lock; then its connection is killed under it.
+            await conn.execute(text(f'LOCK TABLE "{pg_harness.table}" IN ACCESS EXCLUSIVE MODE'))
+            claim = asyncio.create_task(store.claim(1, LEASE_MS, ["t"]))
+            await asyncio.sleep(0.2)
+            await pg_harness.sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = :name",
+                name=name,
+            )
+            with pytest.raises(StoreUnavailableError, match=r"SQLAlchemyJobStore\("):
+                await asyncio.wait_for(claim, timeout=5)
+        # Idle connections the server closed are replaced without an error.
+        await pg_harness.sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name",
+            name=name,
+        )
+        assert len(await store.claim(1, LEASE_MS, ["t"])) == 1
+    finally:
+        await store.close()
+        await engine.dispose()
+        await locker.dispose()
+
+
+async def test_close_leaves_no_connection_open(pg_harness: StoreHarness) -> None:
+    name = f"jobs-test-{pg_harness.prefix}"
+    engine = create_engine(
+        pg_harness.url, connect_args={"server_settings": {"application_name": name}}
+    )
+    store = pg_harness.store(engine=engine)
+    await store.enqueue(new_request())
+    await asyncio.gather(*(store.claim(1, LEASE_MS, ["t"]) for _ in range(4)))
+    await store.wait_for_work(["t"], 1)
+    await store.close()
+    await engine.dispose()
+    count_sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = :name"
+    deadline = time.monotonic() + 5
+    while (await pg_harness.sql(count_sql, name=name))[0][0] != 0:
+        assert time.monotonic() < deadline, "the store's connections stayed open"
+        await asyncio.sleep(0.02)
+
+
+async def test_the_claim_uses_the_due_index(pg_harness: StoreHarness) -> None:
+    store = pg_harness.store()
+    await store.create_schema()
+    await pg_harness.sql(
+        "INSERT INTO {table} (id, type, payload, state, attempts, max_attempts, run_at, due_at,"
+        " created_at) SELECT g::text, 't', 'null', 'completed', 1, 1, 0, NULL, 0"
+        " FROM generate_series(1, 5000) g"
+    )
+    await pg_harness.sql("ANALYZE {table}")
+    engine = create_engine(pg_harness.url)
+    try:
+        async with engine.connect() as conn:
+            plan = await conn.execute(
+                text(
+                    f'EXPLAIN SELECT id FROM "{pg_harness.table}" WHERE due_at <= 1 '
+                    "ORDER BY due_at LIMIT 10 FOR UPDATE SKIP LOCKED"
+                )
+            )
+            lines = "\n".join(row[0] for row in plan)
+    finally:
+        await engine.dispose()
+    assert f"ix_{pg_harness.table}_due" in lines

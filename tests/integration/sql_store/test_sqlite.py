@@ -1,0 +1,128 @@
+"""SQLite specifics: WAL, the busy timeout, BEGIN IMMEDIATE and group commit in effect."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import threading
+from pathlib import Path
+
+from sqlalchemy import text
+
+from jobs.testing import new_request
+from orm_sqlalchemy.store import SQLAlchemyJobStore
+
+from .support import StoreHarness
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _database_path(harness: StoreHarness) -> str:
+    return harness.url.removeprefix("sqlite+aiosqlite:///")
+
+
+async def test_the_file_is_in_wal_mode(sqlite_harness: StoreHarness) -> None:
+    store = sqlite_harness.store()
+    await store.enqueue(new_request())
+    with sqlite3.connect(_database_path(sqlite_harness)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_a_held_write_lock_is_waited_for_not_failed(sqlite_harness: StoreHarness) -> None:
+    store = sqlite_harness.store()
+    await store.create_schema()
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_write_lock() -> None:
+        conn = sqlite3.connect(_database_path(sqlite_harness), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        locked.set()
+        release.wait(5)
+        conn.execute("COMMIT")
+        conn.close()
+
+    holder = threading.Thread(target=hold_the_write_lock)
+    holder.start()
+    try:
+        assert await asyncio.to_thread(locked.wait, 5)
+        enqueues = asyncio.gather(*(store.enqueue(new_request()) for _ in range(5)))
+        done, _ = await asyncio.wait({enqueues}, timeout=0.3)
+        assert not done, "the store wrote while another connection held the write lock"
+        release.set()
+        assert None not in await asyncio.wait_for(enqueues, timeout=5)
+    finally:
+        release.set()
+        await asyncio.to_thread(holder.join)
+
+
+async def test_two_stores_writing_at_once_never_see_a_locked_database(
+    sqlite_harness: StoreHarness,
+) -> None:
+    first, second = sqlite_harness.store(), sqlite_harness.store()
+    await first.create_schema()
+
+    async def produce_and_drain(store: SQLAlchemyJobStore) -> int:
+        await asyncio.gather(*(store.enqueue(new_request()) for _ in range(100)))
+        done = 0
+        while batch := await store.claim(7, 30_000, ["t"]):
+            results = await asyncio.gather(
+                *(store.complete(job.id, job.lease_token) for job in batch)
+            )
+            done += sum(results)
+        return done
+
+    counts = await asyncio.gather(produce_and_drain(first), produce_and_drain(second))
+    assert sum(counts) == 200
+    assert (await first.counts())["completed"] == 200
+
+
+async def test_a_transaction_on_the_stores_engine_runs_beside_its_writes(
+    sqlite_harness: StoreHarness,
+) -> None:
+    store = sqlite_harness.store()
+    await store.create_schema()
+    table = sqlite_harness.table
+
+    async def read_then_write() -> None:
+        async with store.engine.begin() as conn:
+            await conn.execute(text(f'SELECT count(*) FROM "{table}"'))
+            await asyncio.sleep(0.01)
+            await conn.execute(
+                text(
+                    f'INSERT INTO "{table}" (id, type, payload, state, attempts, max_attempts,'
+                    " run_at, created_at) VALUES (:id, 'x', 'null', 'failed', 1, 1, 0, 0)"
+                ),
+                {"id": new_request().id},
+            )
+
+    await asyncio.gather(
+        *(read_then_write() for _ in range(5)),
+        *(store.enqueue(new_request()) for _ in range(20)),
+    )
+    assert sum((await store.counts()).values()) == 25
+
+
+async def test_two_processes_writing_at_once_never_see_a_locked_database(
+    sqlite_harness: StoreHarness,
+) -> None:
+    await sqlite_harness.store().create_schema()
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.integration.sql_store.sqlite_writer",
+            sqlite_harness.url,
+            sqlite_harness.prefix,
+            "300",
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    outputs = [await asyncio.wait_for(p.communicate(), timeout=60) for p in processes]
+    for process, (_, stderr) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, stderr.decode()
+    assert sum(int(stdout) for stdout, _ in outputs) == 600
+    assert (await sqlite_harness.store().counts())["completed"] == 600
