@@ -35,6 +35,8 @@ from .payload import check_payload, encode_payload
 from .queue import JobQueue
 from .retry import Backoff, exponential_backoff
 from .runner import JobRunner
+from .schedule import Schedule
+from .scheduler import JobScheduler, PassReport
 from .settings import JobsSettings
 from .tokens import (
     JOB_DRIVER,
@@ -69,6 +71,9 @@ __all__ = [
     "JobContext",
     "AbortSignal",
     "JobRunner",
+    "Schedule",
+    "JobScheduler",
+    "PassReport",
     "Backoff",
     "exponential_backoff",
     # the driver SPI

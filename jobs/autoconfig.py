@@ -11,12 +11,14 @@ from .outbox import JobOutboxPublisher, OutboxStore
 from .outbox_relay import OutboxRelay
 from .queue import JobQueue
 from .runner import JobRunner
+from .scheduler import JobScheduler
 from .settings import JobsSettings
 from .tokens import (
     JOB_DRIVER,
     JOB_HANDLER_REGISTRY,
     JOB_QUEUE,
     JOB_RUNNER,
+    JOB_SCHEDULER,
     JOBS_SETTINGS,
     OUTBOX_RELAY,
     OUTBOX_STORE,
@@ -25,8 +27,8 @@ from .tokens import (
 
 @auto_configuration
 class JobsAutoConfiguration:
-    """Defaults: settings, the in-process driver, queue, registry, runner, and the outbox relay
-    when an ``outbox_store`` bean exists.
+    """Defaults: settings, the in-process driver, queue, registry, scheduler, runner, and the
+    outbox relay when an ``outbox_store`` bean exists.
 
     Entry parameters also fix the order of shutdown (beans close in reverse creation order):
     the runner is created after the driver and the relay, so it is closed (drained) first.
@@ -56,6 +58,21 @@ class JobsAutoConfiguration:
         job_driver: JobDriver,
     ) -> JobQueue:
         return JobQueue(context=context, settings=jobs_settings, registry=job_handler_registry)
+
+    @entry(JOB_SCHEDULER)
+    def job_scheduler(
+        self,
+        context: ApplicationContext,
+        job_queue: JobQueue,
+        job_handler_registry: JobHandlerRegistry,
+        jobs_settings: JobsSettings,
+    ) -> JobScheduler:
+        return JobScheduler(
+            job_queue,
+            registry=job_handler_registry,
+            context=context,
+            interval_ms=jobs_settings.schedule_interval_ms,
+        )
 
     @entry(OUTBOX_RELAY, when_bean=OUTBOX_STORE)
     def outbox_relay(

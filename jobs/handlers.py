@@ -11,6 +11,7 @@ from .definitions import JobDefinition
 from .errors import DuplicateHandlerError
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
+from .schedule import check_cron
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
@@ -80,6 +81,8 @@ def _options(
         raise ValueError(f"timeout_ms of handler {job_type!r} must be positive")
     if timezone is not None and cron is None:
         raise ValueError(f"handler {job_type!r} has a timezone but no cron schedule")
+    if cron is not None:
+        check_cron(cron, timezone, job_type)  # ScheduleError naming the job type
     if definition is not None:
         max_attempts = max_attempts if max_attempts is not None else definition.max_attempts
         timeout_ms = timeout_ms if timeout_ms is not None else definition.timeout_ms

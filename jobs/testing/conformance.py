@@ -16,6 +16,9 @@ import pytest
 
 from jobs.clock import ManualClock
 from jobs.driver import JOB_STATES, LEASE_EXPIRED_ERROR, ClaimedJob, JobDriver, JobRequest
+from jobs.queue import JobQueue
+from jobs.schedule import Schedule, occurrence_iso
+from jobs.scheduler import JobScheduler, PassReport
 
 LEASE_MS = 30_000
 ALL = ("t",)
@@ -408,6 +411,59 @@ class DriverConformance:
             info = await driver.get_job(job_id)
             assert info is not None
             assert info.state == state
+
+    # -- schedules -----------------------------------------------------------------------------
+
+    async def test_schedulers_racing_for_an_occurrence_store_one_job(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        """Five servers' schedulers ask for the same occurrence at once: one job. With no
+        retention at all, a repeat after the job ran is still dropped (keep_until), and the
+        next pass queues the next occurrence, once."""
+        clock = driver_harness.clock
+        drivers = [await driver_harness.driver(retain_completed_ms=0) for _ in range(5)]
+        nightly = Schedule(cron="0 3 * * *", job="t", name="nightly")
+        schedulers = [
+            JobScheduler(JobQueue(driver), schedules=[nightly], clock=clock) for driver in drivers
+        ]
+
+        async def race() -> tuple[list[tuple[str, str]], list[str]]:
+            reports: list[PassReport] = await asyncio.gather(*(s.run_pass() for s in schedulers))
+            queued = [entry for report in reports for entry in report.queued]
+            dropped = sorted(key for report in reports for key in report.dropped)
+            assert [key for report in reports for key in report.failed + report.late] == []
+            return queued, dropped
+
+        first = nightly.next_after(clock.now_ms() + 120_000)
+        assert first is not None
+        clock.advance(first - 30_000 - clock.now_ms())  # 02:59:30
+        first_key = f"nightly:{occurrence_iso(first)}"
+        queued, dropped = await race()
+        assert [key for key, _ in queued] == [first_key]
+        assert dropped == [first_key] * 4
+        assert await drivers[0].counts() == {"pending": 1, "active": 0, "completed": 0, "failed": 0}
+        info = await drivers[1].get_job(queued[0][1])
+        assert info is not None
+        assert (info.type, info.key, info.state) == ("t", first_key, "pending")
+        assert int(info.run_at.timestamp() * 1000) == first
+        assert await drivers[2].claim(10, LEASE_MS, ALL) == []  # due at 03:00, not before
+
+        clock.advance(30_000)  # 03:00
+        job = await claim_one(drivers[3])
+        assert job.key == first_key
+        assert await drivers[3].complete(job.id, job.lease_token)
+
+        clock.advance(30_000)  # 03:00:30: in the catch-up window, so every server asks again
+        queued, dropped = await race()
+        second_key = f"nightly:{occurrence_iso(first + 86_400_000)}"
+        assert [key for key, _ in queued] == [second_key]
+        assert dropped == sorted([first_key] * 5 + [second_key] * 4)
+        assert await drivers[4].counts() == {
+            "pending": 1,
+            "active": 0,
+            "completed": 1,
+            "failed": 0,
+        }
 
     # -- data ----------------------------------------------------------------------------------
 
