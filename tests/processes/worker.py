@@ -1,0 +1,114 @@
+"""A worker process for the process-level tests: ``python -m tests.processes.worker``.
+
+Runs a JobsAutoConfiguration context on the given store. Its handlers append one JSON line per
+event to a ledger file (opened in append mode and fsynced, so a SIGKILL cannot take back what
+was written). It prints ``ready`` once the runner is started and drains on SIGTERM.
+
+Job types:
+- ``ledger.sleep``  sleeps ``payload["ms"]``.
+- ``ledger.block``  first attempt blocks until the process is killed; later ones return.
+- ``ledger.stale``  first attempt blocks the event loop ``payload["block_ms"]`` (no heartbeats
+  can run), then raises; later ones return.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from framework import ApplicationBuilder, configuration, entry
+from jobs import JOB_RUNNER, JobContext, JobDriver, JobsAutoConfiguration, JobsSettings, job_handler
+from jobs.tokens import JOB_DRIVER, JOBS_SETTINGS
+from tests.processes.targets import StoreTarget, build_driver
+
+
+class Ledger:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, event: str, ctx: JobContext) -> None:
+        entry = {"event": event, "job": ctx.id, "attempt": ctx.attempt, "pid": os.getpid()}
+        line = json.dumps(entry)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class LedgerWorker:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    @job_handler("ledger.sleep", max_attempts=5)
+    async def sleep(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        self.ledger.write("start", ctx)
+        await asyncio.sleep(payload.get("ms", 0) / 1000)
+        self.ledger.write("end", ctx)
+
+    @job_handler("ledger.block", max_attempts=5)
+    async def block(self, payload: Any, ctx: JobContext) -> None:
+        self.ledger.write("start", ctx)
+        if ctx.attempt == 1:
+            await asyncio.Event().wait()
+        self.ledger.write("end", ctx)
+
+    @job_handler("ledger.stale", max_attempts=5)
+    async def stale(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        self.ledger.write("start", ctx)
+        if ctx.attempt == 1:
+            time.sleep(payload["block_ms"] / 1000)  # noqa: ASYNC251 - blocking the loop is the point
+            self.ledger.write("woke", ctx)
+            raise RuntimeError("the stale worker woke up and failed")
+        self.ledger.write("end", ctx)
+
+
+async def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--target", required=True, help="StoreTarget as JSON")
+    parser.add_argument("--ledger", required=True)
+    parser.add_argument("--lease-ms", type=int, default=30_000)
+    parser.add_argument("--concurrency", type=int, default=10)
+    args = parser.parse_args(argv)
+    target = StoreTarget.from_json(args.target)
+    settings = JobsSettings(
+        lease_ms=args.lease_ms, concurrency=args.concurrency, poll_interval_ms=200
+    )
+    ledger = Ledger(args.ledger)
+
+    @configuration
+    class WorkerConfiguration:
+        @entry(JOB_DRIVER)
+        def job_driver(self) -> JobDriver:
+            return build_driver(target)
+
+        @entry(JOBS_SETTINGS)
+        def jobs_settings(self) -> JobsSettings:
+            return settings
+
+        @entry()
+        def ledger_worker(self) -> LedgerWorker:
+            return LedgerWorker(ledger)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    context = await ApplicationBuilder([JobsAutoConfiguration, WorkerConfiguration]).run()
+    try:
+        context.get_value(JOB_RUNNER).start()
+        print("ready", flush=True)
+        await stop.wait()
+    finally:
+        await context.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))
