@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(BIN)/python -m examples.framework_basics
+	$(BIN)/python -m examples.orders
 
 lint: install
 	$(BIN)/ruff check .

@@ -12,11 +12,13 @@ import statistics
 import sys
 
 from .drivers import FACTORIES, DriverFactory
+from .outbox import commit_to_handler
 from .scenarios import drain_rate, enqueue_rate, start_latency
 
 
 def _fmt(samples: list[float], digits: int) -> str:
-    return f"{statistics.median(samples):,.{digits}f} [{min(samples):,.{digits}f}-{max(samples):,.{digits}f}]"
+    low, mid, high = min(samples), statistics.median(samples), max(samples)
+    return f"{mid:,.{digits}f} [{low:,.{digits}f}-{high:,.{digits}f}]"
 
 
 async def measure(factory: DriverFactory, n: int, runs: int, samples: int) -> list[str]:
@@ -42,6 +44,7 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("-n", type=int, default=20_000, help="jobs per throughput run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--samples", type=int, default=500, help="latency samples per run")
+    parser.add_argument("--outbox", default="sqlite,postgres", help="databases for the outbox row")
     args = parser.parse_args(argv)
     header = ["driver", "enqueue jobs/s (1-by-1)", "drain jobs/s (c=10)", "start p50 ms", "p99 ms"]
     print(f"N={args.n} no-op jobs, median [min-max] of {args.runs} runs\n")
@@ -58,6 +61,22 @@ async def main(argv: list[str]) -> int:
             print(f"| {name} | unavailable: {type(exc).__name__}: {exc} |")
             continue
         print("| " + " | ".join([name, *cells]) + " |", flush=True)
+    print("\nOutbox: commit -> relay -> queue -> runner -> handler start, one order at a time\n")
+    print("| database | commit-to-handler p50 ms | p99 ms |")
+    print("|---|---|---|")
+    for kind in args.outbox.split(","):
+        if not kind:
+            continue
+        try:
+            p50, p99 = [], []
+            for _ in range(args.runs):
+                low, high = await commit_to_handler(kind, args.samples)
+                p50.append(low)
+                p99.append(high)
+        except Exception as exc:
+            print(f"| {kind} | unavailable: {type(exc).__name__}: {exc} |")
+            continue
+        print(f"| {kind} | {_fmt(p50, 2)} | {_fmt(p99, 2)} |", flush=True)
     return 0
 
 

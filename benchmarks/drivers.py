@@ -1,11 +1,26 @@
-"""Driver factories for the benchmarks: each yields a driver on a fresh, empty store."""
+"""Driver factories for the benchmarks: each yields a driver on a fresh, empty store.
+
+The servers are the ones the tests use (127.0.0.1, or TEST_POSTGRES_URL / TEST_REDIS_URL);
+every store is a fresh table prefix or namespace, removed afterwards.
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+from sqlalchemy import text
 
 from jobs import InProcessJobDriver, JobDriver
+
+POSTGRES_URL = os.environ.get(
+    "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 DriverFactory = Callable[[], AbstractAsyncContextManager[JobDriver]]
 
@@ -19,4 +34,56 @@ async def inprocess() -> AsyncIterator[JobDriver]:
         await driver.close()
 
 
-FACTORIES: dict[str, DriverFactory] = {"inprocess": inprocess}
+@asynccontextmanager
+async def sqlite() -> AsyncIterator[JobDriver]:
+    from orm_sqlalchemy import SQLAlchemyJobStore
+
+    with tempfile.TemporaryDirectory() as scratch:
+        store = SQLAlchemyJobStore(f"sqlite+aiosqlite:///{Path(scratch) / 'bench.db'}")
+        try:
+            yield store
+        finally:
+            await store.close()
+
+
+@asynccontextmanager
+async def postgres() -> AsyncIterator[JobDriver]:
+    from orm_sqlalchemy import SQLAlchemyJobStore, create_engine
+
+    prefix = f"bench{uuid.uuid4().hex[:8]}_"
+    store = SQLAlchemyJobStore(POSTGRES_URL, table_prefix=prefix)
+    try:
+        yield store
+    finally:
+        await store.close()
+        engine = create_engine(POSTGRES_URL)
+        async with engine.begin() as conn:
+            await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}queue"'))
+        await engine.dispose()
+
+
+@asynccontextmanager
+async def redis() -> AsyncIterator[JobDriver]:
+    from redis.asyncio import Redis
+
+    from redis_jobs import Keys, RedisJobDriver
+
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    driver = RedisJobDriver(url=REDIS_URL, namespace=namespace)
+    try:
+        yield driver
+    finally:
+        await driver.close()
+        client = Redis.from_url(REDIS_URL)
+        keys = [key async for key in client.scan_iter(match=Keys(namespace).pattern)]
+        for start in range(0, len(keys), 1_000):
+            await client.delete(*keys[start : start + 1_000])
+        await client.aclose()
+
+
+FACTORIES: dict[str, DriverFactory] = {
+    "inprocess": inprocess,
+    "sqlite": sqlite,
+    "postgres": postgres,
+    "redis": redis,
+}

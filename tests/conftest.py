@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
+from loguru import logger
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+# Loguru's default sink keeps the sys.stderr of import time, which pytest may have swapped for a
+# capture file it closes later; look sys.stderr up at each write instead.
+logger.remove()
+logger.add(lambda message: sys.stderr.write(message), level="DEBUG")
 
 _EXPORTER = InMemorySpanExporter()
 _PROVIDER: TracerProvider | None = None
