@@ -14,6 +14,7 @@ A single transaction can ask for a deferred BEGIN (for a long read-only report, 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import event
@@ -88,9 +89,31 @@ def _prepare_connection(dbapi_connection: Any, busy_timeout_ms: int) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        # busy_timeout first, so that switching the journal mode waits for other writers.
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch the file to WAL once. WAL is kept in the file, so later connections find it set.
+
+    Two connections switching a brand-new file at the same moment: SQLite fails one with
+    "database is locked" at once, ignoring the busy timeout; it retries briefly (this happens
+    only while a new database file is first opened).
+    """
+    cursor.execute("PRAGMA journal_mode")
+    if str(cursor.fetchone()[0]).lower() == "wal":
+        return
+    for attempt in range(_WAL_SWITCH_TRIES):
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except Exception as exc:  # the driver's OperationalError, wrapped by the adapter
+            if "locked" not in str(exc) or attempt == _WAL_SWITCH_TRIES - 1:
+                raise
+            time.sleep(0.01)
+
+
+_WAL_SWITCH_TRIES = 50

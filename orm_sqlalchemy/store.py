@@ -9,6 +9,9 @@ the statements are the same, with ``:now`` bound.
 Transitions. Enqueue (with key dedupe), claim (with reclaim or terminal failure of expired
 leases), heartbeat, complete, retry and fail are one statement each, so one round trip and one
 transaction: see ``sql/`` for the statements and ``store_backends`` for how they are run.
+Under load, calls that arrive together share a commit: SQLite runs them in one transaction,
+PostgreSQL completes them in one statement (``store_batch``); each caller still gets its own
+outcome, once durable.
 
 Engine. ``SQLAlchemyJobStore(url=...)`` makes an engine with ``orm_sqlalchemy.engine`` and
 disposes it on close; ``engine=`` borrows one, which stays open (a SQLite engine is given the
@@ -37,7 +40,6 @@ from typing import Any, Self, cast
 from loguru import logger
 from sqlalchemy import MetaData, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import StaticPool
 
 from jobs.clock import Clock, ManualClock
 from jobs.driver import LEASE_EXPIRED_ERROR, ClaimedJob, JobInfo, JobRequest, JobStateCounts
@@ -47,7 +49,14 @@ from jobs.settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
 from .engine import configure_sqlite, create_engine
 from .schema import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 from .sql import load_statements
-from .store_backends import Backend, PostgresBackend, Row, SQLiteBackend, store_error
+from .store_backends import (
+    Backend,
+    PostgresBackend,
+    Row,
+    SQLiteBackend,
+    check_engine,
+    store_error,
+)
 from .store_batch import Coalescer
 from .store_rows import claimed_job, job_info, state_counts
 from .store_wakeup import Notifier, PostgresListener, Waiters
@@ -56,8 +65,6 @@ __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
 
 PRUNE_BATCH = 1_000
 """At most this many expired rows are deleted by one ``prune()``."""
-
-_SUPPORTED = {("postgresql", "asyncpg"), ("sqlite", "aiosqlite")}
 
 
 class SQLAlchemyJobStore:
@@ -68,8 +75,9 @@ class SQLAlchemyJobStore:
     PostgreSQL schema. ``clock`` replaces the store's clock (tests). ``retain_*_ms`` keep
     finished jobs (defaults: jobs.settings). ``create_tables=False`` only checks the table
     (for schemas under migrations). ``pool_size`` caps the PostgreSQL connections the store
-    holds besides its LISTEN one. ``prune_interval_ms`` spaces the in-passing deletion of
-    expired rows (None: only ``prune()``).
+    holds for statements (it keeps one more to LISTEN and one to NOTIFY).
+    ``prune_interval_ms`` spaces the in-passing deletion of expired rows (None: only
+    ``prune()``).
     """
 
     def __init__(
@@ -100,12 +108,7 @@ class SQLAlchemyJobStore:
         self._owns_engine = engine is None
         self._engine = engine if engine is not None else create_engine(cast(str, url))
         dialect = self._engine.dialect
-        if (dialect.name, dialect.driver) not in _SUPPORTED:
-            raise ValueError(
-                "SQLAlchemyJobStore runs on sqlite+aiosqlite or postgresql+asyncpg, "
-                f"not {dialect.name}+{dialect.driver}"
-            )
-        _check_pool(self._engine)
+        check_engine(self._engine)
         configure_sqlite(self._engine)
         self._postgres = dialect.name == "postgresql"
         url_text = self._engine.url.render_as_string(hide_password=True)
@@ -336,8 +339,8 @@ class SQLAlchemyJobStore:
             self._notifier.notify(job_type)
 
     async def _send_notify(self, types: list[str]) -> None:
-        if not self._closed:
-            await self._backend.fetch(
+        if not self._closed and isinstance(self._backend, PostgresBackend):
+            await self._backend.signal(
                 self._sql["notify"], {"channel": self._schema.notify_channel, "types": types}
             )
 
@@ -397,18 +400,6 @@ class SQLAlchemyJobStore:
 
 def _job_id(item: tuple[str, str]) -> str:
     return item[0]
-
-
-def _check_pool(engine: AsyncEngine) -> None:
-    """The store opens connections of its own; an engine with one shared connection cannot."""
-    if engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
-        raise ValueError(
-            "SQLAlchemyJobStore needs a SQLite file: an in-memory database is per connection"
-        )
-    if isinstance(engine.pool, StaticPool):
-        raise ValueError(
-            "SQLAlchemyJobStore needs an engine that can open connections, not StaticPool"
-        )
 
 
 def _non_negative(name: str, value: int | None, default: int) -> int:

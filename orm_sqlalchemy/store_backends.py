@@ -27,13 +27,14 @@ from typing import Any, Protocol
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import StaticPool
 
 from jobs.errors import DriverError, StoreSchemaError, StoreUnavailableError
 
 from .sql import Statement
 from .store_batch import Coalescer
 
-__all__ = ["Backend", "PostgresBackend", "SQLiteBackend", "store_error"]
+__all__ = ["Backend", "PostgresBackend", "SQLiteBackend", "check_engine", "store_error"]
 
 Row = Sequence[Any]
 
@@ -85,6 +86,24 @@ def _translate(exc: Exception, store: str) -> DriverError:
     return DriverError(f"{store} failed: {type(exc).__name__}: {exc}")
 
 
+def check_engine(engine: AsyncEngine) -> None:
+    """ValueError unless the store can open connections of its own on ``engine``."""
+    dialect = engine.dialect
+    if (dialect.name, dialect.driver) not in {("postgresql", "asyncpg"), ("sqlite", "aiosqlite")}:
+        raise ValueError(
+            "SQLAlchemyJobStore runs on sqlite+aiosqlite or postgresql+asyncpg, "
+            f"not {dialect.name}+{dialect.driver}"
+        )
+    if dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
+        raise ValueError(
+            "SQLAlchemyJobStore needs a SQLite file: an in-memory database is per connection"
+        )
+    if isinstance(engine.pool, StaticPool):
+        raise ValueError(
+            "SQLAlchemyJobStore needs an engine that can open connections, not StaticPool"
+        )
+
+
 async def _open(engine: AsyncEngine) -> Any:
     """A driver connection made by the engine's pool (its set-up applied), then detached."""
     raw = await engine.raw_connection()
@@ -102,6 +121,7 @@ class PostgresBackend:
         self._slots = asyncio.Semaphore(size)
         self._idle: list[Any] = []
         self._pids: set[int] = set()
+        self._signals: Any = None
         self._closed = False
 
     def owns(self, pid: int) -> bool:
@@ -138,8 +158,26 @@ class PostgresBackend:
             self._release(connection)
             return rows
 
+    async def signal(self, statement: Statement, params: dict[str, Any]) -> None:
+        """Run ``statement`` (a NOTIFY) on a connection of its own that does not wait for fsync.
+
+        A notification has nothing to keep: if the server crashes before flushing it, its
+        listeners' connections are gone too. One caller at a time (the store's Notifier).
+        """
+        if self._closed:
+            raise DriverError(f"{self._name} is closed")
+        try:
+            if self._signals is None or self._signals.is_closed():
+                self._signals = await self._connect(synchronous_commit=False)
+            await self._signals.fetch(statement.text, *statement.bind(params))
+        except Exception as exc:
+            raise store_error(exc, self._name) from exc
+
     async def close(self) -> None:
         self._closed = True
+        if self._signals is not None:
+            self._idle.append(self._signals)
+            self._signals = None
         idle, self._idle = self._idle, []
         for connection in idle:
             try:
@@ -156,12 +194,14 @@ class PostgresBackend:
             self._pids.discard(connection.get_server_pid())
         return None
 
-    async def _connect(self) -> Any:
+    async def _connect(self, *, synchronous_commit: bool = True) -> Any:
         connection = await _open(self._engine)
         try:
             await connection.execute(
                 "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
             )
+            if not synchronous_commit:
+                await connection.execute("SET synchronous_commit = off")
         except BaseException:
             connection.terminate()
             raise

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,13 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from orm_sqlalchemy.engine import BUSY_TIMEOUT_MS, configure_sqlite, create_engine, is_sqlite
+from orm_sqlalchemy.engine import (
+    BUSY_TIMEOUT_MS,
+    _prepare_connection,
+    configure_sqlite,
+    create_engine,
+    is_sqlite,
+)
 
 
 def _url(path: Path) -> str:
@@ -149,3 +157,31 @@ async def test_unknown_begin_mode_is_rejected(tmp_path: Path) -> None:
                 await conn.begin()
     finally:
         await engine.dispose()
+
+
+def test_connections_opening_a_new_file_at_once_all_switch_it_to_wal(tmp_path: Path) -> None:
+    """Switching a brand-new file to WAL from two connections at once fails one of them with
+    "database is locked" at once (the busy timeout does not apply); set-up must retry."""
+    errors: list[BaseException] = []
+    for trial in range(100):
+        path = tmp_path / f"fresh-{trial}.db"
+        barrier = threading.Barrier(8)
+
+        def open_and_prepare(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+            connection = sqlite3.connect(path, check_same_thread=False)
+            try:
+                barrier.wait()
+                _prepare_connection(connection, BUSY_TIMEOUT_MS)
+                mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+                assert mode == "wal"
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=open_and_prepare) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
