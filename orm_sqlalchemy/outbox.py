@@ -35,7 +35,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
 from loguru import logger
 from sqlalchemy import (
     BigInteger,
@@ -57,6 +56,7 @@ from jobs.outbox import OutboxEntry
 from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
 
 from .engine import is_sqlite
+from .listen import PostgresListener
 from .outbox_schema import outbox_schema
 from .transactions import SQLAlchemyTransactionManager
 
@@ -90,7 +90,9 @@ class SQLAlchemyOutboxStore:
         self._instance = uuid.uuid4().hex
         self._session_flag = f"neverlost_outbox_appended:{self._instance}"
         self._signal = asyncio.Event()
-        self._listener: _Listener | None = None
+        self._listener: PostgresListener | None = None
+        self._listen_failed_at: float | None = None
+        self._listen_lost = False
         self._closed = False
         subscribe: Callable[[Callable[[], None]], Callable[[], None]] | None = getattr(
             clock, "subscribe", None
@@ -309,75 +311,37 @@ class SQLAlchemyOutboxStore:
         self._schema_ready = True
 
     async def _ensure_listening(self, *, wake_on_reconnect: bool) -> None:
+        """Listen, best effort: without it the relay polls, so a failure is logged and
+        retried at most every few seconds, never raised. A wait that reconnects after a loss
+        wakes the relay (a commit may have gone unheard); a claim reads anyway, so it does not.
+        """
+        now = time.monotonic()
+        if self._listen_failed_at is not None and now - self._listen_failed_at < _LISTEN_RETRY_S:
+            return
         if self._listener is None:
-            self._listener = _Listener(
-                self._schema.notify_channel, self._instance, self._signal.set
+            self._listener = PostgresListener(
+                self._engine, self._schema.notify_channel, self._notified, ignore=_no_one
             )
-        connect_args = self._engine.dialect.create_connect_args(self._engine.url)
-        await self._listener.ensure(connect_args, wake_on_reconnect=wake_on_reconnect)
-
-
-class _Listener:
-    """A dedicated asyncpg connection LISTENing on one channel; best effort.
-
-    Losing it only costs latency (the relay's poll is the fallback), so failures are logged
-    and retried on a later wait (at most every few seconds), never raised into the relay.
-    Losing the connection wakes the waiter, and so does a reconnect made by a wait: a commit
-    may have gone unheard meanwhile. A claim reconnects before it reads, so it needs no wake.
-    """
-
-    def __init__(self, channel: str, own_payload: str, wake: Callable[[], None]) -> None:
-        self._channel = channel
-        self._own_payload = own_payload
-        self._wake = wake
-        self._conn: asyncpg.Connection | None = None
-        self._failed_at: float | None = None
-        self._was_lost = False
-
-    async def ensure(self, connect_args: tuple[Any, ...], *, wake_on_reconnect: bool) -> None:
-        if self._conn is not None and not self._conn.is_closed():
-            return
-        if self._failed_at is not None and time.monotonic() - self._failed_at < _LISTEN_RETRY_S:
-            return
-        args, kwargs = connect_args
-        dropped = ("prepared_statement_cache_size", "prepared_statement_name_func")
-        kwargs = {k: v for k, v in kwargs.items() if k not in dropped}
-        conn: asyncpg.Connection | None = None
         try:
-            conn = await asyncpg.connect(*args, **kwargs)
-            await conn.add_listener(self._channel, self._on_notify)
+            reconnected = await self._listener.ensure()
         except Exception as exc:
-            self._failed_at = time.monotonic()
-            self._was_lost = True
+            self._listen_failed_at, self._listen_lost = now, True
             logger.warning("outbox LISTEN unavailable, relying on polling: {error!r}", error=exc)
-            if conn is not None:
-                conn.terminate()
             return
-        conn.add_termination_listener(self._on_terminated)
-        self._conn, self._failed_at = conn, None
-        if self._was_lost and wake_on_reconnect:
-            self._wake()
-        self._was_lost = False
+        if reconnected and self._listen_lost and wake_on_reconnect:
+            self._signal.set()
+        self._listen_failed_at, self._listen_lost = None, False
 
-    async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None or conn.is_closed():
-            return
-        conn.remove_termination_listener(self._on_terminated)
-        try:
-            await conn.close(timeout=5)
-        except Exception:
-            conn.terminate()
+    def _notified(self, payload: str | None) -> None:
+        if payload is None:  # the connection was lost
+            self._listen_lost = True
+            self._signal.set()
+        elif payload != self._instance:  # our own appends already woke us at commit
+            self._signal.set()
 
-    def _on_notify(self, conn: object, pid: int, channel: str, payload: str) -> None:
-        if payload != self._own_payload:  # our own appends already woke us at commit
-            self._wake()
 
-    def _on_terminated(self, conn: object) -> None:
-        self._conn = None
-        self._was_lost = True
-        logger.warning("outbox LISTEN connection lost; reconnecting on the next wait")
-        self._wake()
+def _no_one(pid: int) -> bool:
+    return False
 
 
 def _rowcount(result: CursorResult[Any]) -> int:

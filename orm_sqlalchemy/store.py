@@ -47,6 +47,7 @@ from jobs.errors import DriverError
 from jobs.settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
 
 from .engine import configure_sqlite, create_engine
+from .listen import PostgresListener
 from .schema import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 from .sql import load_statements
 from .store_backends import (
@@ -59,7 +60,7 @@ from .store_backends import (
 )
 from .store_batch import Coalescer
 from .store_rows import claimed_job, job_info, state_counts
-from .store_wakeup import Notifier, PostgresListener, Waiters
+from .store_wakeup import Notifier, Waiters
 
 __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
 
