@@ -58,6 +58,7 @@ class JobRunner:
         self._loop_task: asyncio.Task[None] | None = None
         self._beat_task: asyncio.Task[None] | None = None
         self._waiting = False
+        self._wait_failures = 0
         self._slot_freed: asyncio.Event | None = None
         self._stopping = False
         self._closed = False
@@ -163,12 +164,21 @@ class JobRunner:
         self._waiting = True
         try:
             await waiting
+            self._wait_failures = 0
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
         except Exception as exc:
-            logger.opt(exception=exc).error("waiting for jobs failed")
-            await asyncio.sleep(self.settings.poll_interval_ms / 1000)
+            # Back off, then claim again: a wake-up broken by a store outage must not leave an
+            # idle runner deaf for a whole poll interval once the store is back.
+            self._wait_failures += 1
+            delay_ms = min(_STORE_BACKOFF(self._wait_failures), self.settings.poll_interval_ms)
+            logger.opt(exception=exc).error(
+                "waiting for jobs failed ({} in a row); claiming again in {} ms",
+                self._wait_failures,
+                delay_ms,
+            )
+            await asyncio.sleep(delay_ms / 1000)
         finally:
             self._waiting = False
 

@@ -23,6 +23,12 @@ blocking, one script reads when the next job is due (the wait is shortened to it
 nothing is due, clears the signals in the same atomic step, so a signal is never lost between
 that check and the BLPOP. Redis times BLPOP out on its own timer, up to ~100 ms late (hz 10).
 
+Memory policy: on first use the driver reads ``maxmemory-policy`` once (CONFIG GET, in the
+background) and logs a warning naming it unless it is ``noeviction``: any other policy lets Redis
+evict job keys under memory pressure, and those jobs vanish without an error. A server that
+refuses CONFIG (managed services) is skipped quietly; an unreachable one is asked again on a
+later call.
+
 Retention: a finished job lives while ``now < max(finished_at + retain, keep_until)`` by the
 script clock (get_job, counts and key dedupe all judge so); its record and key index also get a
 PEXPIRE of that span plus ``EXPIRY_MARGIN_MS`` of real time, so nothing is kept without bound.
@@ -41,8 +47,12 @@ import os
 from collections.abc import Collection
 from typing import Any
 
+from loguru import logger
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from jobs.clock import Clock, to_datetime
 from jobs.driver import (
@@ -70,6 +80,10 @@ MAX_CLAIM = 1_000
 """Jobs one claim call leases at most: bounds how long one script keeps Redis busy."""
 BLOCK_SLACK_S = 5.0
 """How long past its own timeout a BLPOP may go unanswered before the wait gives up on it."""
+OWNED_CLIENT_RETRIES = 3
+"""Retries of a command on a dropped connection, 20, 40, 80 ms apart, by a client made from url."""
+SAFE_MEMORY_POLICY = "noeviction"
+"""The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
 class RedisJobDriver:
@@ -88,7 +102,9 @@ class RedisJobDriver:
         if (connection is None) == (url is None):
             raise ValueError("RedisJobDriver takes a redis.asyncio client or url=, exactly one")
         self._keys = Keys(namespace)
-        self._client: Redis = connection if connection is not None else Redis.from_url(url or "")
+        self._client: Redis = (
+            connection if connection is not None else Redis.from_url(url or "", retry=_retry())
+        )
         self._owns_client = connection is None
         self._clock = clock
         self._retain = {
@@ -107,6 +123,7 @@ class RedisJobDriver:
         self._busy_waiters: set[AbstractConnection] = set()
         self._closing = asyncio.Event()
         self._closed = False
+        self._policy_check: asyncio.Task[None] | None = None
 
     @property
     def namespace(self) -> str:
@@ -237,6 +254,7 @@ class RedisJobDriver:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), max(timeout_ms, 0) / 1000)
             return
+        cancels = _cancel_requests()
         keys = self._keys
         names = [
             name
@@ -247,13 +265,17 @@ class RedisJobDriver:
         wait_ms = timeout_ms if due < 0 else min(timeout_ms, due - now)
         if wait_ms <= 0:
             return
-        await self._block([keys.signal(job_type) for job_type in wanted], wait_ms)
+        await self._block([keys.signal(job_type) for job_type in wanted], wait_ms, cancels)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._closing.set()
+        policy_check = self._policy_check
+        if policy_check is not None and not policy_check.done():
+            policy_check.cancel()
+            await asyncio.gather(policy_check, return_exceptions=True)
         for connection in [*self._idle_waiters, *self._busy_waiters]:
             await connection.disconnect()  # a BLPOP in flight ends here
         self._idle_waiters.clear()
@@ -266,6 +288,35 @@ class RedisJobDriver:
     def _check_open(self) -> None:
         if self._closed:
             raise DriverError("the Redis job driver is closed")
+        if self._policy_check is None:  # first use: once per driver, off the caller's path
+            self._policy_check = asyncio.get_running_loop().create_task(
+                self._check_memory_policy(), name="redis-jobs-memory-policy"
+            )
+
+    async def _check_memory_policy(self) -> None:
+        """Warn when Redis may evict keys (RELIABILITY S16): evicted jobs are lost silently."""
+        try:
+            reply = await self._client.config_get("maxmemory-policy")
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+            self._policy_check = None  # unreachable now: ask again on a later call
+            return
+        except Exception as exc:  # CONFIG refused (managed Redis, renamed command): skip
+            logger.debug("could not read Redis maxmemory-policy ({}); not checked", exc)
+            return
+        policy = {self._text(name): self._text(value) for name, value in reply.items()}.get(
+            "maxmemory-policy"
+        )
+        if policy is None or policy == SAFE_MEMORY_POLICY:
+            logger.debug("Redis maxmemory-policy is {!r}", policy)
+        else:
+            logger.warning(
+                "Redis maxmemory-policy is {!r}, not {!r}: when Redis reaches maxmemory it may "
+                "evict job keys, and those jobs are lost without an error; set "
+                "maxmemory-policy {} on the server the job driver uses",
+                policy,
+                SAFE_MEMORY_POLICY,
+                SAFE_MEMORY_POLICY,
+            )
 
     def _now(self) -> str:
         return "" if self._clock is None else str(self._clock.now_ms())
@@ -287,12 +338,18 @@ class RedisJobDriver:
         job_args: list[ScriptArg] = [job_id, token, error or ""]
         return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
 
-    async def _block(self, signals: list[str], wait_ms: int) -> None:
+    async def _block(self, signals: list[str], wait_ms: int, cancels: int) -> None:
         """BLPOP the signal lists for up to ``wait_ms`` on a connection of the driver's own.
 
         The connection is made with the client's settings but is not the pool's, so a wait
         holds no pool connection; the read's timeout is the BLPOP's plus ``BLOCK_SLACK_S``,
         whatever the client's socket timeout.
+
+        On Python 3.11 redis-py sends through ``asyncio.wait_for``, which drops a cancellation
+        that arrives as the send completes (python/cpython#86296); a reconnect's handshake
+        sends several times. A cancel request made since the wait began (``cancels``) that no
+        one raised is raised here, before the read, so ``runner.stop()`` is not left waiting
+        out the whole BLPOP.
         """
         if self._idle_waiters:
             connection = self._idle_waiters.pop()
@@ -304,6 +361,8 @@ class RedisJobDriver:
         try:
             with translate_errors():
                 await connection.send_command("BLPOP", *signals, f"{seconds:.3f}")
+                if _cancel_requests() > cancels:
+                    raise asyncio.CancelledError  # dropped by the send (see above)
                 await connection.read_response(timeout=seconds + BLOCK_SLACK_S)
             healthy = True
         except StoreUnavailableError:
@@ -315,6 +374,27 @@ class RedisJobDriver:
                 await connection.disconnect(nowait=True)
             if not self._closed:
                 self._idle_waiters.append(connection)
+
+
+def _cancel_requests() -> int:
+    """How many cancellations of the current task are pending (``Task.cancelling()``)."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
+
+
+def _retry() -> Retry:
+    """The retry policy of a client the driver makes from ``url``.
+
+    ``Redis.from_url`` clients retry nothing by default, and redis-py 8 hands out a pooled
+    connection the server closed (its EOF check is skipped while maintenance notifications are
+    on): after a Redis restart, each pooled connection would fail one command while Redis is up.
+    A few quick retries reconnect it; a real outage still fails fast, as StoreUnavailableError.
+    Rerunning a script whose reply was lost keeps the guarantees: enqueue recognises its own job
+    (same id, type and payload); a rerun complete/retry/fail finds the job settled and returns
+    False; a rerun claim leases other jobs and leaves the first batch to its lease, as a lost
+    reply without a retry would.
+    """
+    return Retry(ExponentialBackoff(cap=0.1, base=0.01), OWNED_CLIENT_RETRIES)
 
 
 def _claimed(fields: list[Any]) -> ClaimedJob:
