@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from loguru import logger
@@ -11,6 +12,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.stores import STORE_KINDS, StoreTarget
 
 # Loguru's default sink keeps the sys.stderr of import time, which pytest may have swapped for a
 # capture file it closes later; look sys.stderr up at each write instead.
@@ -32,3 +35,13 @@ def span_exporter() -> Iterator[InMemorySpanExporter]:
     _EXPORTER.clear()
     yield _EXPORTER
     _EXPORTER.clear()
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def store_target(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreTarget]:
+    """A fresh durable store (SQLite file, PostgreSQL prefix, Redis namespace), dropped after."""
+    target = StoreTarget.fresh(request.param, tmp_path)
+    yield target
+    await target.drop()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.processes.targets import StoreTarget, drop_target
+from tests.stores import StoreTarget
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,19 +70,6 @@ async def spawn_worker(tmp_path: Path) -> AsyncIterator[SpawnWorker]:
         if worker.process.returncode is None:
             worker.kill()
             await worker.process.wait()
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-        pytest.param("redis", id="redis", marks=pytest.mark.redis),
-    ]
-)
-async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreTarget]:
-    store = StoreTarget.fresh(request.param, tmp_path)
-    yield store
-    await drop_target(store)
 
 
 def read_ledger(path: Path) -> list[dict[str, Any]]:

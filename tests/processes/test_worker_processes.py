@@ -9,12 +9,8 @@ import pytest
 
 from jobs import JobDriver, JobQueue
 from tests.processes.conftest import SpawnWorker, read_ledger
-from tests.processes.targets import StoreTarget, build_driver
+from tests.stores import StoreTarget
 from tests.support import wait_until
-
-
-async def open_driver(target: StoreTarget) -> JobDriver:
-    return build_driver(target)
 
 
 async def state(driver: JobDriver, job_id: str) -> tuple[str, int, str | None]:
@@ -24,18 +20,18 @@ async def state(driver: JobDriver, job_id: str) -> tuple[str, int, str | None]:
 
 
 async def test_a_job_of_a_killed_worker_is_reclaimed_after_its_lease(
-    target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path
+    store_target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.jsonl"
-    driver = build_driver(target)
+    driver = store_target.open()
     try:
         job_id = await JobQueue(driver).enqueue("ledger.block", {})
         assert job_id is not None
-        first = await spawn_worker(target, ledger, lease_ms=1_000)
+        first = await spawn_worker(store_target, ledger, lease_ms=1_000)
         await wait_until(lambda: len(read_ledger(ledger)) == 1, timeout=15, message="attempt 1")
         first.kill()
         await first.process.wait()
-        second = await spawn_worker(target, ledger, lease_ms=1_000)
+        second = await spawn_worker(store_target, ledger, lease_ms=1_000)
         await wait_until(
             lambda: _state_is(driver, job_id, "completed"), timeout=20, message="reclaimed"
         )
@@ -56,16 +52,16 @@ async def _state_is(driver: JobDriver, job_id: str, expected: str) -> bool:
 
 
 async def test_a_stale_worker_cannot_settle_a_job_another_worker_reclaimed(
-    target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path
+    store_target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.jsonl"
-    driver = build_driver(target)
+    driver = store_target.open()
     try:
         job_id = await JobQueue(driver).enqueue("ledger.stale", {"block_ms": 4_000})
         assert job_id is not None
-        stale = await spawn_worker(target, ledger, lease_ms=600)
+        stale = await spawn_worker(store_target, ledger, lease_ms=600)
         await wait_until(lambda: len(read_ledger(ledger)) == 1, timeout=15, message="attempt 1")
-        fresh = await spawn_worker(target, ledger, lease_ms=600)
+        fresh = await spawn_worker(store_target, ledger, lease_ms=600)
         await wait_until(lambda: _state_is(driver, job_id, "completed"), timeout=20)
         await wait_until(
             lambda: any(e["event"] == "woke" for e in read_ledger(ledger)), timeout=15
@@ -82,12 +78,12 @@ async def test_a_stale_worker_cannot_settle_a_job_another_worker_reclaimed(
 
 @pytest.mark.parametrize("jobs", [1_000])
 async def test_three_workers_run_each_job_exactly_once(
-    target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path, jobs: int
+    store_target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path, jobs: int
 ) -> None:
     ledger = tmp_path / "ledger.jsonl"
-    driver = build_driver(target)
+    driver = store_target.open()
     try:
-        workers = [await spawn_worker(target, ledger, concurrency=8) for _ in range(3)]
+        workers = [await spawn_worker(store_target, ledger, concurrency=8) for _ in range(3)]
         queue = JobQueue(driver)
         ids = [await queue.enqueue("ledger.sleep", {"ms": 1}) for _ in range(jobs)]
         await wait_until(

@@ -25,7 +25,7 @@ from typing import Any
 from framework import ApplicationBuilder, configuration, entry
 from jobs import JOB_RUNNER, JobContext, JobDriver, JobsAutoConfiguration, JobsSettings, job_handler
 from jobs.tokens import JOB_DRIVER, JOBS_SETTINGS
-from tests.processes.targets import StoreTarget, build_driver
+from tests.stores import StoreTarget
 
 
 class Ledger:
@@ -87,7 +87,7 @@ async def main(argv: list[str]) -> int:
     class WorkerConfiguration:
         @entry(JOB_DRIVER)
         def job_driver(self) -> JobDriver:
-            return build_driver(target)
+            return target.open()
 
         @entry(JOBS_SETTINGS)
         def jobs_settings(self) -> JobsSettings:

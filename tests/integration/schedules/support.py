@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.driver import JobDriver
+from tests.stores import StoreTarget
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 JOB_TYPE = "report.minutely"
@@ -54,35 +53,10 @@ class SimulatedClock:
 
 
 @dataclass(frozen=True)
-class StoreSpec:
-    """Which store a process opens: a SQLite file or PostgreSQL (table prefix), or Redis."""
-
-    backend: str  # "sqlite" | "postgres" | "redis"
-    url: str
-    prefix: str  # table prefix, or Redis namespace
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> StoreSpec:
-        return cls(**json.loads(text))
-
-    def open(self, clock: SimulatedClock) -> JobDriver:
-        if self.backend == "redis":
-            from redis_jobs import RedisJobDriver
-
-            return RedisJobDriver(url=self.url, namespace=self.prefix, clock=clock)
-        from orm_sqlalchemy.store import SQLAlchemyJobStore
-
-        return SQLAlchemyJobStore(self.url, table_prefix=self.prefix, clock=clock)
-
-
-@dataclass(frozen=True)
 class ProcessOptions:
     """What a scheduler process is told on its command line (as JSON)."""
 
-    store: StoreSpec
+    store: StoreTarget
     cron: str = "* * * * *"
     rate: float = 1.0
     skew_ms: int = 0
@@ -95,8 +69,5 @@ class ProcessOptions:
     @classmethod
     def from_json(cls, text: str) -> ProcessOptions:
         data = json.loads(text)
-        return cls(**{**data, "store": StoreSpec(**data["store"])})
+        return cls(**{**data, "store": StoreTarget(**data["store"])})
 
-
-def unique_prefix() -> str:
-    return f"s{uuid.uuid4().hex[:10]}_"

@@ -14,10 +14,11 @@ import pytest
 
 from jobs import JobDriver, JobQueue
 from jobs.schedule import occurrence_iso
+from tests.stores import StoreTarget
 from tests.support import wait_until
 
 from .fleet import Fleet
-from .support import JOB_TYPE, SIMULATED_START, ProcessOptions, SimulatedClock, StoreSpec
+from .support import JOB_TYPE, SIMULATED_START, ProcessOptions, SimulatedClock
 
 MINUTE = 60_000
 
@@ -35,12 +36,12 @@ def has_counts(driver: JobDriver, **expected: int) -> Callable[[], Awaitable[boo
 
 
 async def test_three_processes_queue_and_run_an_occurrence_once(
-    store: StoreSpec, fleet: Fleet
+    store_target: StoreTarget, fleet: Fleet
 ) -> None:
     clock = SimulatedClock()
-    driver = store.open(clock)
+    driver = store_target.open(clock)
     try:
-        await fleet.start([ProcessOptions(store, catch_up_ms=30_000) for _ in range(3)])
+        await fleet.start([ProcessOptions(store_target, catch_up_ms=30_000) for _ in range(3)])
         # All three start their schedulers one second before the minute: each asks for it
         # (and, 30 s of catch-up, for nothing earlier).
         fleet.go(SIMULATED_START - 1_000, clock)
@@ -70,7 +71,7 @@ async def test_three_processes_queue_and_run_an_occurrence_once(
 
 @pytest.mark.slow
 async def test_five_skewed_processes_with_a_kill_and_a_pause_run_each_minute_once(
-    store: StoreSpec, fleet: Fleet
+    store_target: StoreTarget, fleet: Fleet
 ) -> None:
     """RELIABILITY S24: ten simulated minutes (20x), scheduler clocks skewed by -20 s, 0 and
     +20 s, one server SIGKILLed at 3:59, every server paused through minutes 6 and 7. The
@@ -78,11 +79,11 @@ async def test_five_skewed_processes_with_a_kill_and_a_pause_run_each_minute_onc
     rate = 20.0
     skews = [-20_000, 0, 20_000, 0, -20_000]
     options = [
-        ProcessOptions(store, rate=rate, skew_ms=skew, interval_ms=500, catch_up_ms=150_000)
+        ProcessOptions(store_target, rate=rate, skew_ms=skew, interval_ms=500, catch_up_ms=150_000)
         for skew in skews
     ]
     clock = SimulatedClock(rate=rate)
-    driver = store.open(clock)
+    driver = store_target.open(clock)
 
     async def until(minute: float) -> None:
         target = SIMULATED_START + int(minute * MINUTE)

@@ -1,0 +1,88 @@
+"""Durable stores shared by the multi-process tests: a SQLite file, a PostgreSQL table prefix,
+a Redis namespace. A target is plain data, so it crosses a process boundary as JSON.
+
+PostgreSQL and Redis must be running (TEST_POSTGRES_URL / TEST_REDIS_URL, by default on
+127.0.0.1); tests fail, not skip, without them. Each target is fresh and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from jobs import Clock, JobDriver
+
+POSTGRES_URL = os.environ.get(
+    "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+STORE_KINDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", id="redis", marks=pytest.mark.redis),
+]
+
+
+@dataclass(frozen=True)
+class StoreTarget:
+    kind: str  # "sqlite" | "postgres" | "redis"
+    url: str
+    namespace: str  # the table prefix, or the Redis namespace
+
+    @classmethod
+    def fresh(cls, kind: str, tmp_path: Path) -> StoreTarget:
+        namespace = f"p{uuid.uuid4().hex[:10]}_"
+        urls = {
+            "sqlite": f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}",
+            "postgres": POSTGRES_URL,
+            "redis": REDIS_URL,
+        }
+        if kind not in urls:
+            raise ValueError(f"unknown store kind {kind!r}")
+        return cls(kind, urls[kind], namespace)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> StoreTarget:
+        return cls(**json.loads(text))
+
+    def open(self, clock: Clock | None = None) -> JobDriver:
+        """A driver on the target (the store's own clock unless ``clock`` is given)."""
+        if self.kind == "redis":
+            from redis_jobs import RedisJobDriver
+
+            return RedisJobDriver(url=self.url, namespace=self.namespace, clock=clock)
+        from orm_sqlalchemy import SQLAlchemyJobStore
+
+        return SQLAlchemyJobStore(self.url, table_prefix=self.namespace, clock=clock)
+
+    async def drop(self) -> None:
+        """Remove everything the target's store wrote (never anything else)."""
+        if self.kind == "redis":
+            from redis.asyncio import Redis
+
+            from tests.integration.redis.harness import delete_namespace
+
+            client = Redis.from_url(self.url)
+            try:
+                await delete_namespace(client, self.namespace)
+            finally:
+                await client.aclose()
+        elif self.kind == "postgres":
+            from orm_sqlalchemy import create_engine
+
+            engine = create_engine(self.url)
+            try:
+                async with engine.begin() as conn:
+                    await conn.execute(text(f'DROP TABLE IF EXISTS "{self.namespace}queue"'))
+            finally:
+                await engine.dispose()
