@@ -11,6 +11,8 @@ import asyncio
 import statistics
 import sys
 
+from loguru import logger
+
 from .drivers import FACTORIES, DriverFactory
 from .outbox import commit_to_handler
 from .scenarios import drain_rate, enqueue_rate, start_latency
@@ -46,6 +48,8 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--samples", type=int, default=500, help="latency samples per run")
     parser.add_argument("--outbox", default="sqlite,postgres", help="databases for the outbox row")
     args = parser.parse_args(argv)
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")
     header = ["driver", "enqueue jobs/s (1-by-1)", "drain jobs/s (c=10)", "start p50 ms", "p99 ms"]
     print(f"N={args.n} no-op jobs, median [min-max] of {args.runs} runs\n")
     print("| " + " | ".join(header) + " |")
