@@ -2,22 +2,29 @@
 
 ``append`` writes through the session open in the caller's context, so the entry commits or
 rolls back with the business change; it never opens a transaction of its own. ``claim``,
-``mark_published``, ``release`` and ``prune`` run in short transactions of their own, on
-their own connections.
+``mark_published``, ``release`` and ``prune`` are one statement each, its own transaction, run
+on driver connections of the store's own like the job store's hot path (``store_backends``;
+the statements are in ``sql/outbox_*.sql``). Their failures are ``jobs.errors`` types
+(``StoreUnavailableError``, ``StoreSchemaError``, ``DriverError``).
 
 The claim picks entries by state (unpublished, lease free or expired), never by "id greater
 than the last one seen": ids and creation times are handed out before commit, so commits
 arrive out of order. PostgreSQL claims in one statement (a CTE with ``FOR UPDATE SKIP
-LOCKED``, not ``IN (subquery LIMIT)``, which the planner may re-run past its LIMIT); SQLite in
-one ``UPDATE ... RETURNING`` under ``BEGIN IMMEDIATE`` (one writer at a time).
+LOCKED``, under READ COMMITTED); SQLite in one ``UPDATE ... RETURNING`` that takes the write
+lock up front (one writer at a time).
 
-On SQLite every transaction takes the write lock up front (``BEGIN IMMEDIATE``), so an app
-transaction that has written holds off the relay's claims until it ends (they wait up to the
-busy timeout); do not call ``claim``/``mark_published``/``release`` from inside an open
-transaction on the same SQLite database, which would wait for itself.
+On SQLite every transaction takes the write lock up front, so an app transaction that has
+written holds off the relay's claims until it ends (they wait up to the busy timeout); do not
+call ``claim``/``mark_published``/``release`` from inside an open transaction on the same
+SQLite database, which would wait for itself.
 
-Time is the database's clock (PostgreSQL ``clock_timestamp()``, SQLite ``julianday('now')``)
-unless a ``Clock`` is given, whose reading is then passed as a parameter (tests).
+Time is the database's clock (PostgreSQL ``now()`` in the store's statements and
+``clock_timestamp()`` in an append, SQLite ``julianday('now')``) unless a ``Clock`` is given,
+whose reading is then passed as a parameter (tests).
+
+The engine is the transaction manager's, borrowed: never disposed here. It must be one the
+store can open connections of its own on (sqlite+aiosqlite on a file, or postgresql+asyncpg;
+not StaticPool); ``close()`` closes those connections.
 
 Wake-up: a commit that appended through this store wakes ``wait_for_entries`` at once (an
 after-commit callback); on PostgreSQL the append also issues ``pg_notify`` inside the caller's
@@ -32,38 +39,38 @@ import contextlib
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from loguru import logger
-from sqlalchemy import (
-    BigInteger,
-    ColumnElement,
-    MetaData,
-    String,
-    cast,
-    extract,
-    func,
-    literal,
-    select,
-    update,
-)
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import BigInteger, ColumnElement, MetaData, cast, extract, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from jobs.clock import Clock, to_datetime
+from jobs.errors import DriverError
 from jobs.outbox import OutboxEntry
 from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
 
 from .engine import is_sqlite
 from .listen import PostgresListener
 from .outbox_schema import outbox_schema
+from .sql import load_statements
+from .store_backends import (
+    Backend,
+    PostgresBackend,
+    Row,
+    SQLiteBackend,
+    check_engine,
+    store_error,
+)
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 _LISTEN_RETRY_S = 5.0
+_PG_CONNECTIONS = 4
+"""At most this many PostgreSQL connections run the store's statements (a relay uses one)."""
 
 
 class SQLAlchemyOutboxStore:
@@ -80,13 +87,26 @@ class SQLAlchemyOutboxStore:
     ) -> None:
         self._tm = transaction_manager
         self._engine = transaction_manager.engine
+        check_engine(self._engine, store="SQLAlchemyOutboxStore")
         self._schema = outbox_schema(table_prefix, metadata)
         self._table = self._schema.entries
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
-        self._postgres = self._engine.dialect.name == "postgresql"
+        dialect = self._engine.dialect
+        self._postgres = dialect.name == "postgresql"
         self._sqlite = is_sqlite(self._engine)
+        url_text = self._engine.url.render_as_string(hide_password=True)
+        self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.name})"
+        self._sql = load_statements(
+            dialect.name, dialect.identifier_preparer.format_table(self._table), resource="outbox"
+        )
+        self._backend: Backend = (
+            PostgresBackend(self._engine, size=_PG_CONNECTIONS, name=self._name)
+            if self._postgres
+            else SQLiteBackend(self._engine, name=self._name)
+        )
         self._schema_ready = False
+        self._schema_lock = asyncio.Lock()
         self._instance = uuid.uuid4().hex
         self._session_flag = f"neverlost_outbox_appended:{self._instance}"
         self._signal = asyncio.Event()
@@ -100,6 +120,9 @@ class SQLAlchemyOutboxStore:
         # A manual clock that moves may make a released entry due: wake the waiters.
         self._unsubscribe = subscribe(self._signal.set) if subscribe is not None else None
 
+    def __repr__(self) -> str:
+        return self._name
+
     @property
     def metadata(self) -> MetaData:
         return self._schema.metadata
@@ -110,8 +133,15 @@ class SQLAlchemyOutboxStore:
 
     async def create_schema(self) -> None:
         """Create the outbox table and its indexes if they do not exist."""
-        async with self._own_transaction(create_schema=True):
-            pass
+        try:
+            async with self._engine.connect() as conn:
+                if self._postgres:
+                    conn = await conn.execution_options(isolation_level="READ COMMITTED")
+                async with conn.begin():
+                    await self._ensure_schema(conn)
+        except Exception as exc:
+            raise store_error(exc, self._name) from exc
+        self._mark_schema_ready()
 
     async def append(
         self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
@@ -163,74 +193,37 @@ class SQLAlchemyOutboxStore:
             return []
         if lease_ms <= 0:
             raise ValueError(f"lease_ms must be positive, got {lease_ms}")
-        t = self._table
-        now = self._now()
-        values = {
-            "attempts": t.c.attempts + 1,
-            "lease_token": cast(t.c.attempts + 1, String) + literal(f":{secrets.token_hex(12)}"),
-            "available_at": now + lease_ms,
-        }
-        due = (
-            select(t.c.id)
-            .where(t.c.published_at.is_(None), t.c.available_at <= now)
-            .order_by(t.c.available_at, t.c.id)
-            .limit(limit)
-        )
-        if self._postgres:
-            picked = due.with_for_update(skip_locked=True).cte("picked")
-            stmt = update(t).where(t.c.id == picked.c.id).values(values)
-        else:
-            stmt = update(t).where(t.c.id.in_(due)).values(values)
-        returning = stmt.returning(
-            t.c.id, t.c.type, t.c.payload, t.c.key, t.c.delay_ms, t.c.created_at,
-            t.c.attempts, t.c.lease_token,
-        )  # fmt: skip
         if self._postgres and not self._closed:
             # Listen before claiming, so no commit after this claim goes unheard.
             await self._ensure_listening(wake_on_reconnect=False)
-        async with self._own_transaction() as conn:
-            rows = (await conn.execute(returning)).all()
-        entries = [
-            OutboxEntry(
-                id=row.id,
-                type=row.type,
-                payload=decode_payload(row.payload),
-                key=row.key,
-                delay_ms=row.delay_ms,
-                created_at=to_datetime(row.created_at),
-                attempts=row.attempts,
-                lease_token=row.lease_token,
-            )
-            for row in rows
-        ]
+        rows = await self._fetch(
+            "claim", limit=limit, lease_ms=lease_ms, token=secrets.token_hex(12)
+        )
+        entries = [_entry(row) for row in rows]
         entries.sort(key=lambda entry: (entry.created_at, entry.id))
         return entries
 
     async def mark_published(self, entry_id: str, lease_token: str) -> bool:
         """Mark a leased entry published; False, writing nothing, if ``lease_token`` is stale."""
-        return await self._fenced(entry_id, lease_token, {"published_at": self._now()})
+        return bool(await self._fetch("mark_published", id=entry_id, lease_token=lease_token))
 
     async def release(self, entry_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
         """Make a leased entry claimable again after ``delay_ms``; False if the token is stale."""
         if delay_ms < 0:
             raise ValueError(f"delay_ms must be non-negative, got {delay_ms}")
-        values = {
-            "available_at": self._now() + delay_ms,
-            "lease_token": None,
+        rows = await self._fetch(
+            "release",
+            id=entry_id,
+            lease_token=lease_token,
+            delay_ms=delay_ms,
             # PostgreSQL text cannot hold NUL; an error message might.
-            "last_error": error.replace("\x00", "\\u0000"),
-        }
-        return await self._fenced(entry_id, lease_token, values)
+            error=error.replace("\x00", "\\u0000"),
+        )
+        return bool(rows)
 
     async def prune(self, older_than_ms: int) -> int:
         """Delete entries published more than ``older_than_ms`` ago; how many were deleted."""
-        t = self._table
-        stmt = t.delete().where(
-            t.c.published_at.is_not(None), t.c.published_at < self._now() - older_than_ms
-        )
-        async with self._own_transaction() as conn:
-            result = await conn.execute(stmt)
-        return _rowcount(result)
+        return len(await self._fetch("prune", older_than_ms=older_than_ms))
 
     async def wait_for_entries(self, timeout_ms: int) -> None:
         """Return after a commit that appended (here, or on PostgreSQL anywhere), or timeout.
@@ -247,7 +240,8 @@ class SQLAlchemyOutboxStore:
         self._signal.clear()
 
     async def close(self) -> None:
-        """Stop listening, unsubscribe from the clock (the engine is the manager's); idempotent."""
+        """Stop listening, unsubscribe from the clock and close the store's connections (the
+        engine is the manager's: it stays open). Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -257,6 +251,7 @@ class SQLAlchemyOutboxStore:
         if self._listener is not None:
             listener, self._listener = self._listener, None
             await listener.close()
+        await self._backend.close()
 
     def _on_commit(self) -> None:
         self._signal.set()
@@ -268,33 +263,16 @@ class SQLAlchemyOutboxStore:
             return cast((func.julianday("now") - 2440587.5) * 86_400_000.0, BigInteger)
         return cast(func.floor(extract("epoch", func.clock_timestamp()) * 1000), BigInteger)
 
-    async def _fenced(self, entry_id: str, lease_token: str, values: dict[str, Any]) -> bool:
-        t = self._table
-        stmt = (
-            update(t)
-            .where(t.c.id == entry_id, t.c.lease_token == lease_token, t.c.published_at.is_(None))
-            .values(values)
-        )
-        async with self._own_transaction() as conn:
-            result = await conn.execute(stmt)
-        return _rowcount(result) == 1
-
-    @contextlib.asynccontextmanager
-    async def _own_transaction(
-        self, *, create_schema: bool = False
-    ) -> AsyncIterator[AsyncConnection]:
-        """A short transaction on a connection of its own, never the caller's."""
-        async with self._engine.connect() as conn:
-            if self._postgres:
-                # SKIP LOCKED claims are right under READ COMMITTED whatever the app's default.
-                conn = await conn.execution_options(isolation_level="READ COMMITTED")
-            async with conn.begin():
-                ready = self._schema_ready and not create_schema
-                if not ready:
-                    await self._ensure_schema(conn)
-                yield conn
-        if not ready:
-            self._mark_schema_ready()
+    async def _fetch(self, statement: str, **params: Any) -> list[Row]:
+        """Run one of the store's statements (its own transaction) on its own connections."""
+        if self._closed:
+            raise DriverError(f"{self._name} is closed")
+        if not self._schema_ready:
+            async with self._schema_lock:
+                if not self._schema_ready:
+                    await self.create_schema()
+        params["now"] = None if self._clock is None else self._clock.now_ms()
+        return await self._backend.fetch(self._sql[statement], params)
 
     async def _ensure_schema(self, conn: AsyncConnection) -> None:
         """Create the table if missing, in ``conn``'s transaction.
@@ -344,8 +322,19 @@ def _no_one(pid: int) -> bool:
     return False
 
 
-def _rowcount(result: CursorResult[Any]) -> int:
-    return max(result.rowcount, 0)
+def _entry(row: Row) -> OutboxEntry:
+    """A row of the claim's RETURNING list."""
+    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token = row
+    return OutboxEntry(
+        id=entry_id,
+        type=entry_type,
+        payload=decode_payload(payload),
+        key=key,
+        delay_ms=delay_ms,
+        created_at=to_datetime(created_at),
+        attempts=attempts,
+        lease_token=lease_token,
+    )
 
 
 def _lock_key(table_name: str) -> int:

@@ -1,9 +1,11 @@
-"""SQL statements kept as package resources, one file per dialect, loaded once per table.
+"""SQL statements kept as package resources, one file per store and dialect, loaded once per table.
 
-A file holds named statements (``-- name: claim``) with ``:name`` parameters and two macros:
-``{table}`` (the quoted table name) and ``{now}`` (the store's clock in epoch ms). PostgreSQL
-statements are rewritten to asyncpg's ``$n`` placeholders, SQLite ones keep sqlite3's named
-style; either way a statement is bound from a dict of parameters.
+A file (``<resource>_<dialect>.sql``: ``jobs_sqlite.sql``, ``outbox_postgresql.sql`` ...) holds
+named statements (``-- name: claim``) with ``:name`` parameters and two macros: ``{table}`` (the
+quoted table name) and ``{now}`` (the store's clock in epoch ms: the bound ``:now`` when it is
+not NULL, else the database's clock). PostgreSQL statements are rewritten to asyncpg's ``$n``
+placeholders, SQLite ones keep sqlite3's named style; either way a statement is bound from a
+dict of parameters.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 _NOW = {
     "postgresql": "COALESCE(CAST(:now AS bigint), floor(extract(epoch FROM now()) * 1000)::bigint)",
-    "sqlite": ":now",
+    "sqlite": "COALESCE(:now, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))",
 }
 
 
@@ -41,8 +43,8 @@ class Statement:
 
 
 @cache
-def _sections(dialect: str) -> dict[str, str]:
-    source = files(__name__).joinpath(f"jobs_{dialect}.sql").read_text(encoding="utf-8")
+def _sections(resource: str, dialect: str) -> dict[str, str]:
+    source = files(__name__).joinpath(f"{resource}_{dialect}.sql").read_text(encoding="utf-8")
     parts = _NAME.split(source)
     return {
         name: _strip_comments(body) for name, body in zip(parts[1::2], parts[2::2], strict=True)
@@ -54,12 +56,13 @@ def _strip_comments(body: str) -> str:
     return "\n".join(lines).strip().rstrip(";")
 
 
-def load_statements(dialect: str, table: str) -> dict[str, Statement]:
-    """Every statement of ``dialect`` ("postgresql" or "sqlite") for the quoted ``table``."""
+def load_statements(dialect: str, table: str, *, resource: str = "jobs") -> dict[str, Statement]:
+    """Every statement of ``resource`` ("jobs" or "outbox") in ``dialect`` ("postgresql" or
+    "sqlite"), for the quoted ``table``."""
     if dialect not in _NOW:
-        raise ValueError(f"the job store supports PostgreSQL and SQLite, not {dialect!r}")
+        raise ValueError(f"the SQL stores support PostgreSQL and SQLite, not {dialect!r}")
     statements = {}
-    for name, template in _sections(dialect).items():
+    for name, template in _sections(resource, dialect).items():
         statement = Statement(name, template.replace("{now}", _NOW[dialect]), None)
         if dialect == "postgresql":
             statement = _numbered(statement)

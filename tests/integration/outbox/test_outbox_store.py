@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from jobs.clock import ManualClock
-from jobs.errors import JobTypeError, PayloadError, PayloadTooLargeError
+from jobs.errors import DriverError, JobTypeError, PayloadError, PayloadTooLargeError
 from jobs.outbox import OutboxEntry, OutboxStore
+from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore
 from orm_sqlalchemy.transactions import SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
@@ -255,3 +256,22 @@ async def test_claims_work_on_a_repeatable_read_engine(postgres_harness: OutboxH
     async with asyncio.timeout(60):
         await asyncio.gather(*(claim_all(s) for s in stores))
     assert len(claimed) == len(set(claimed)) == 300
+
+
+async def test_a_closed_store_refuses_calls_and_leaves_the_engine_open(
+    harness: OutboxHarness,
+) -> None:
+    tm, store = await _store(harness)
+    await _append(tm, store, 1)
+    await store.close()
+    await store.close()  # idempotent
+    with pytest.raises(DriverError, match="closed"):
+        await store.claim(10, LONG_LEASE_MS)
+    async with tm.engine.connect() as conn:  # the borrowed engine still works
+        assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
+
+
+def test_an_in_memory_sqlite_engine_is_refused() -> None:
+    engine = create_engine("sqlite+aiosqlite://")
+    with pytest.raises(ValueError, match="memory"):
+        SQLAlchemyOutboxStore(transaction_manager=SQLAlchemyTransactionManager(engine))

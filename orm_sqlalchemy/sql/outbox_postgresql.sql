@@ -1,0 +1,42 @@
+-- Outbox store statements for PostgreSQL (all but append, which writes through the caller's
+-- session). {table} is the quoted table name; {now} is the bound :now when a Clock was
+-- injected, else the database's now() (the start of the statement's transaction; every
+-- statement here runs in its own).
+-- Every statement is one round trip and one transaction, run in READ COMMITTED.
+
+-- name: claim
+-- Unpublished entries whose lease (or retry delay) has passed, oldest first, skipping rows
+-- another claimer holds. Picked by state, never by "id after the last one seen": ids are handed
+-- out before commit, so commits arrive out of order. A CTE, not IN (subquery LIMIT), which the
+-- planner may re-run past its LIMIT.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM {table}
+    WHERE published_at IS NULL AND available_at <= {now}
+    ORDER BY available_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {table} AS e SET
+    attempts = e.attempts + 1,
+    lease_token = (e.attempts + 1) || ':' || CAST(:token AS text),
+    available_at = {now} + CAST(:lease_ms AS bigint)
+FROM picked
+WHERE e.id = picked.id
+RETURNING e.id, e.type, e.payload, e.key, e.delay_ms, e.created_at, e.attempts, e.lease_token;
+
+-- name: mark_published
+UPDATE {table} SET published_at = {now}
+WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
+RETURNING 1;
+
+-- name: release
+UPDATE {table} SET
+    available_at = {now} + CAST(:delay_ms AS bigint), lease_token = NULL,
+    last_error = CAST(:error AS text)
+WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
+RETURNING 1;
+
+-- name: prune
+DELETE FROM {table}
+WHERE published_at IS NOT NULL AND published_at < {now} - CAST(:older_than_ms AS bigint)
+RETURNING 1;

@@ -1,0 +1,38 @@
+-- Outbox store statements for SQLite (all but append, which writes through the caller's
+-- session). {table} is the quoted table name; {now} is the bound :now when a Clock was
+-- injected, else the database's clock (julianday('now'), the same reading for the whole
+-- statement).
+-- Every statement is one write transaction of its own. SQLite opens such a statement's
+-- transaction with the write lock, retrying under the busy timeout, just as BEGIN IMMEDIATE
+-- does, so the deferred-upgrade "database is locked" cannot happen here.
+
+-- name: claim
+-- Unpublished entries whose lease (or retry delay) has passed, oldest first, in one
+-- UPDATE ... RETURNING. Picked by state, never by "id after the last one seen": ids are handed
+-- out before commit, so commits arrive out of order.
+UPDATE {table} SET
+    attempts = attempts + 1,
+    lease_token = (attempts + 1) || ':' || :token,
+    available_at = {now} + :lease_ms
+WHERE id IN (
+    SELECT id FROM {table}
+    WHERE published_at IS NULL AND available_at <= {now}
+    ORDER BY available_at, id
+    LIMIT :limit
+)
+RETURNING id, type, payload, key, delay_ms, created_at, attempts, lease_token;
+
+-- name: mark_published
+UPDATE {table} SET published_at = {now}
+WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
+RETURNING 1;
+
+-- name: release
+UPDATE {table} SET available_at = {now} + :delay_ms, lease_token = NULL, last_error = :error
+WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
+RETURNING 1;
+
+-- name: prune
+DELETE FROM {table}
+WHERE published_at IS NOT NULL AND published_at < {now} - :older_than_ms
+RETURNING 1;
