@@ -27,7 +27,7 @@ from .driver import (
 )
 from .errors import DriverError
 from .payload import decode_payload
-from .settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
+from .settings import Retention
 
 _Entry = tuple[int, int, str]  # (time ms, sequence, job id)
 
@@ -63,12 +63,7 @@ class InProcessJobDriver:
         retain_failed_ms: int | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
-        self._retain_completed_ms = (
-            DEFAULT_RETAIN_COMPLETED_MS if retain_completed_ms is None else retain_completed_ms
-        )
-        self._retain_failed_ms = (
-            DEFAULT_RETAIN_FAILED_MS if retain_failed_ms is None else retain_failed_ms
-        )
+        self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
         self._jobs: dict[str, _Record] = {}
         self._keys: dict[str, str] = {}
         self._ready: dict[str, list[_Entry]] = {}
@@ -302,7 +297,7 @@ class InProcessJobDriver:
         return record
 
     def _finish(self, record: _Record, state: JobState, error: str | None, now: int) -> None:
-        retain = self._retain_completed_ms if state == "completed" else self._retain_failed_ms
+        retain = self._retention.of_state(state)
         record.state = state
         record.token = None
         record.seq = next(self._seq)

@@ -11,6 +11,33 @@ DEFAULT_MAX_ATTEMPTS = 3
 MIB = 1024 * 1024
 
 
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long a driver keeps finished jobs (and so their keys), in milliseconds."""
+
+    completed_ms: int = DEFAULT_RETAIN_COMPLETED_MS
+    failed_ms: int = DEFAULT_RETAIN_FAILED_MS
+
+    @classmethod
+    def of(cls, completed_ms: int | None, failed_ms: int | None) -> Retention:
+        """From a driver's ``retain_completed_ms``/``retain_failed_ms`` (None: the default)."""
+        retention = cls(
+            DEFAULT_RETAIN_COMPLETED_MS if completed_ms is None else completed_ms,
+            DEFAULT_RETAIN_FAILED_MS if failed_ms is None else failed_ms,
+        )
+        for name, value in (
+            ("retain_completed_ms", retention.completed_ms),
+            ("retain_failed_ms", retention.failed_ms),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
+        return retention
+
+    def of_state(self, state: str) -> int:
+        """The retention of a job finished in ``state`` ("completed" or "failed")."""
+        return self.completed_ms if state == "completed" else self.failed_ms
+
+
 @dataclass(kw_only=True)
 class JobsSettings:
     """Settings of the jobs plugin; durations in milliseconds.

@@ -63,6 +63,7 @@ from .store_backends import (
     check_engine,
     store_error,
 )
+from .tables import lock_for_creation
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
@@ -280,9 +281,7 @@ class SQLAlchemyOutboxStore:
         The caller records it ready only after that transaction commits: a rollback takes
         the new table with it.
         """
-        if self._postgres:
-            # Two first users at once would both see no table and collide creating it.
-            await conn.execute(select(func.pg_advisory_xact_lock(_lock_key(self._table.name))))
+        await lock_for_creation(conn, "outbox", self._table.name)
         await conn.run_sync(self._schema.metadata.create_all, tables=[self._table])
 
     def _mark_schema_ready(self) -> None:
@@ -336,8 +335,3 @@ def _entry(row: Row) -> OutboxEntry:
         lease_token=lease_token,
     )
 
-
-def _lock_key(table_name: str) -> int:
-    """A stable signed 64-bit advisory-lock key for a table."""
-    digest = uuid.uuid5(uuid.NAMESPACE_URL, f"neverlost-outbox:{table_name}").int
-    return (digest >> 64) - (1 << 63)

@@ -9,15 +9,13 @@ not jsonb: jsonb rejects ``\\u0000``, which a payload may hold.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
 from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
 
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+from .tables import check_table_prefix, notify_channel
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,16 +30,11 @@ def outbox_schema(table_prefix: str = "outbox_", metadata: MetaData | None = Non
 
     If ``metadata`` already holds that table (another store made it), it is reused.
     """
-    if not _PREFIX.fullmatch(table_prefix):
-        raise ValueError(
-            f"table_prefix {table_prefix!r} must be a letter or underscore followed by up to "
-            "39 letters, digits or underscores"
-        )
     metadata = metadata if metadata is not None else MetaData()
-    name = f"{table_prefix}entries"
+    name = f"{check_table_prefix(table_prefix)}entries"
     existing = metadata.tables.get(name)
     if existing is not None:  # a second store on a shared MetaData
-        return OutboxSchema(metadata, existing, notify_channel(name))
+        return OutboxSchema(metadata, existing, notify_channel("outbox", name))
     entries = Table(
         name,
         metadata,
@@ -72,10 +65,5 @@ def outbox_schema(table_prefix: str = "outbox_", metadata: MetaData | None = Non
         postgresql_where=published,
         sqlite_where=published,
     )
-    return OutboxSchema(metadata, entries, notify_channel(name))
+    return OutboxSchema(metadata, entries, notify_channel("outbox", name))
 
-
-def notify_channel(table_name: str) -> str:
-    """The LISTEN/NOTIFY channel of a table: a hash, never the raw (user-supplied) text."""
-    digest = hashlib.sha256(table_name.encode("utf-8")).hexdigest()[:24]
-    return f"neverlost_outbox_{digest}"

@@ -13,8 +13,6 @@ text keeps the bytes exactly as enqueued.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -29,19 +27,17 @@ from sqlalchemy import (
     Table,
     Text,
     inspect,
-    text,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobs.errors import StoreSchemaError
 from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
 
+from .tables import check_table_prefix, lock_for_creation, notify_channel
+
 __all__ = ["DEFAULT_TABLE_PREFIX", "JobSchema", "check_columns", "job_schema", "set_up_job_table"]
 
 DEFAULT_TABLE_PREFIX = "jobs_"
-
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
-
 
 @dataclass(frozen=True, slots=True)
 class JobSchema:
@@ -67,13 +63,8 @@ def job_schema(
 
     Pass your application's MetaData to have Alembic autogenerate the table with the rest.
     """
-    if not _PREFIX.fullmatch(table_prefix):
-        raise ValueError(
-            f"table_prefix {table_prefix!r} must be a letter or underscore followed by up to "
-            "39 letters, digits or underscores"
-        )
     metadata = metadata if metadata is not None else MetaData()
-    name = f"{table_prefix}queue"
+    name = f"{check_table_prefix(table_prefix)}queue"
     jobs = Table(
         name,
         metadata,
@@ -100,13 +91,7 @@ def job_schema(
     finished = jobs.c.expires_at.is_not(None)
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
-    return JobSchema(metadata, jobs, notify_channel(jobs.fullname))
-
-
-def notify_channel(table_name: str) -> str:
-    """The LISTEN/NOTIFY channel of a table: a hash, never the raw (user-supplied) text."""
-    digest = hashlib.sha256(table_name.encode("utf-8")).hexdigest()[:24]
-    return f"neverlost_jobs_{digest}"
+    return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname))
 
 
 def check_columns(table: Table, found: Collection[str] | None) -> None:
@@ -149,13 +134,5 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
         if postgres:
             connection = await connection.execution_options(isolation_level="READ COMMITTED")
         async with connection.begin():
-            if postgres:
-                await connection.execute(
-                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(schema)}
-                )
+            await lock_for_creation(connection, "jobs", schema.qualified_name)
             await connection.run_sync(work)
-
-
-def _lock_key(schema: JobSchema) -> int:
-    digest = hashlib.sha256(f"neverlost-jobs:{schema.qualified_name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)

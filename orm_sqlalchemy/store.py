@@ -44,7 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobs.clock import Clock, ManualClock
 from jobs.driver import LEASE_EXPIRED_ERROR, ClaimedJob, JobInfo, JobRequest, JobStateCounts
 from jobs.errors import DriverError
-from jobs.settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
+from jobs.settings import Retention
 
 from .engine import configure_sqlite, create_engine
 from .listen import PostgresListener
@@ -97,12 +97,7 @@ class SQLAlchemyJobStore:
     ) -> None:
         if (url is None) == (engine is None):
             raise ValueError("SQLAlchemyJobStore takes a url or an engine (exactly one)")
-        self._retain_completed_ms = _non_negative(
-            "retain_completed_ms", retain_completed_ms, DEFAULT_RETAIN_COMPLETED_MS
-        )
-        self._retain_failed_ms = _non_negative(
-            "retain_failed_ms", retain_failed_ms, DEFAULT_RETAIN_FAILED_MS
-        )
+        self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1, got {pool_size}")
         self._schema = job_schema(table_prefix, schema=schema)
@@ -193,7 +188,7 @@ class SQLAlchemyJobStore:
             limit=limit,
             lease_ms=lease_ms,
             lease_expired_error=LEASE_EXPIRED_ERROR,
-            retain_failed_ms=self._retain_failed_ms,
+            retain_failed_ms=self._retention.failed_ms,
         )
         leased: list[Row] = []
         for row in rows:
@@ -346,7 +341,7 @@ class SQLAlchemyJobStore:
             )
 
     async def _finish(self, job_id: str, lease_token: str, state: str, error: str | None) -> bool:
-        retain = self._retain_completed_ms if state == "completed" else self._retain_failed_ms
+        retain = self._retention.of_state(state)
         rows = await self._fetch(
             "finish", id=job_id, lease_token=lease_token, state=state, error=error, retain_ms=retain
         )
@@ -359,7 +354,7 @@ class SQLAlchemyJobStore:
             "complete_many",
             ids=[job_id for job_id, _ in group],
             lease_tokens=[token for _, token in group],
-            retain_ms=self._retain_completed_ms,
+            retain_ms=self._retention.completed_ms,
         )
         completed = {row[0] for row in rows}
         return [job_id in completed for job_id, _ in group]
@@ -402,10 +397,3 @@ class SQLAlchemyJobStore:
 def _job_id(item: tuple[str, str]) -> str:
     return item[0]
 
-
-def _non_negative(name: str, value: int | None, default: int) -> int:
-    if value is None:
-        return default
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {value}")
-    return value

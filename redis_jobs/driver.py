@@ -66,7 +66,7 @@ from jobs.driver import (
 )
 from jobs.errors import DriverError, StoreUnavailableError
 from jobs.payload import decode_payload
-from jobs.settings import DEFAULT_RETAIN_COMPLETED_MS, DEFAULT_RETAIN_FAILED_MS
+from jobs.settings import Retention
 
 from .errors import RedisScriptError
 from .keys import Keys
@@ -107,12 +107,7 @@ class RedisJobDriver:
         )
         self._owns_client = connection is None
         self._clock = clock
-        self._retain = {
-            "completed": _non_negative(
-                "retain_completed_ms", retain_completed_ms, DEFAULT_RETAIN_COMPLETED_MS
-            ),
-            "failed": _non_negative("retain_failed_ms", retain_failed_ms, DEFAULT_RETAIN_FAILED_MS),
-        }
+        self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
         self._scripts = ScriptRunner(self._client)
         settings = self._client.connection_pool.connection_kwargs
         self._encoding = (
@@ -178,7 +173,7 @@ class RedisJobDriver:
             names += [keys.ready(job_type), keys.leased(job_type)]
         args: list[ScriptArg] = [self._now(), lease_ms, min(limit, MAX_CLAIM)]
         args.append(os.urandom(8).hex())
-        args += [self._retain["failed"], EXPIRY_MARGIN_MS, LEASE_EXPIRED_ERROR, *wanted]
+        args += [self._retention.failed_ms, EXPIRY_MARGIN_MS, LEASE_EXPIRED_ERROR, *wanted]
         reply = await self._scripts.call("claim", names, args)
         return [_claimed(fields) for fields in json.loads(reply)]
 
@@ -332,7 +327,7 @@ class RedisJobDriver:
         keys = self._keys
         shared: Shared = (
             [keys.finished(state), keys.counts, keys.index_prefix],
-            [self._now(), state, self._retain[state], EXPIRY_MARGIN_MS],
+            [self._now(), state, self._retention.of_state(state), EXPIRY_MARGIN_MS],
         )
         job_keys = [keys.job(job_id), keys.leased(job_type)]
         job_args: list[ScriptArg] = [job_id, token, error or ""]
@@ -427,10 +422,3 @@ def _state(text: str) -> JobState:
             return state
     raise ValueError(f"unknown job state {text!r}")
 
-
-def _non_negative(name: str, value: int | None, default: int) -> int:
-    if value is None:
-        return default
-    if value < 0:
-        raise ValueError(f"RedisJobDriver.{name} must not be negative, got {value}")
-    return value

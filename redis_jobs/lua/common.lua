@@ -124,6 +124,20 @@ local function load_job(key, optional)
   return job
 end
 
+-- The job at `key` if `token` holds its lease (it is active under that token), else nil.
+-- Loads the token and whatever `optional` fields the caller needs.
+local function held_job(key, token, optional)
+  local fields = {'token'}
+  for _, name in ipairs(optional or {}) do
+    fields[#fields + 1] = name
+  end
+  local job = load_job(key, fields)
+  if job == nil or job.state ~= 'active' or job.token ~= token then
+    return nil
+  end
+  return job
+end
+
 -- Pending and active jobs are alive; a finished one until its retention ends (load expires_at).
 local function is_alive(job, key, now)
   if job.state == 'pending' or job.state == 'active' then

@@ -24,8 +24,8 @@ check_type_once(counts, 'hash')
 
 local function check(keys, args)
   check_type_once(keys[2], 'zset')
-  local job = load_job(keys[1], {'token', 'key', 'keep_until'})
-  if job == nil or job.state ~= 'active' or job.token ~= args[2] then
+  local job = held_job(keys[1], args[2], {'key', 'keep_until'})
+  if job == nil then
     return 0
   end
   local index, index_held = nil, false

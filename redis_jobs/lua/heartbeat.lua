@@ -11,8 +11,7 @@ local now = now_ms(ARGV[1])
 
 local function check(keys, args)
   check_type_once(keys[2], 'zset')
-  local job = load_job(keys[1], {'token'})
-  if job == nil or job.state ~= 'active' or job.token ~= args[2] then
+  if held_job(keys[1], args[2]) == nil then
     return 0
   end
   return nil, {keys = keys, args = args}

@@ -19,8 +19,7 @@ local function check(keys, args)
   check_type_once(keys[2], 'zset')
   check_type_once(keys[3], 'zset')
   check_type_once(keys[4], 'list')
-  local job = load_job(keys[1], {'token'})
-  if job == nil or job.state ~= 'active' or job.token ~= args[2] then
+  if held_job(keys[1], args[2]) == nil then
     return 0
   end
   return nil, {keys = keys, args = args}

@@ -6,7 +6,6 @@ fail when it is absent. Each test uses its own table prefix and drops its tables
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,10 +19,7 @@ from jobs.clock import Clock
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore
 from orm_sqlalchemy.transactions import SQLAlchemyTransactionManager
-
-POSTGRES_URL = os.environ.get(
-    "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
-)
+from tests.stores import POSTGRES_URL
 
 
 class OutboxHarness:

@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from jobs.clock import ManualClock
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore
-from orm_sqlalchemy.outbox_schema import notify_channel
+from orm_sqlalchemy.tables import notify_channel
 from orm_sqlalchemy.transactions import SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
 
@@ -122,7 +122,7 @@ async def test_a_lost_listen_connection_wakes_once_and_reconnects(
     tm, writer = await _store(postgres_harness)
     relay_side = postgres_harness.store()
     await relay_side.claim(1, 1_000)
-    channel = notify_channel(relay_side.table_name)
+    channel = notify_channel("outbox", relay_side.table_name)
     async with tm.engine.begin() as conn:
         killed = await conn.execute(
             text(

@@ -7,15 +7,13 @@ deletes that namespace's keys (SCAN MATCH on the escaped pattern) at teardown.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 from redis.asyncio import Redis
 
 from jobs.clock import Clock, ManualClock
 from redis_jobs import Keys, RedisJobDriver
-
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+from tests.stores import REDIS_URL
 
 
 def unique_namespace(label: str = "test") -> str:

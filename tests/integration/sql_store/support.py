@@ -7,7 +7,6 @@ drops its table at cleanup; nothing else in the database is touched.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import uuid
 from pathlib import Path
@@ -19,10 +18,8 @@ from jobs.clock import ManualClock
 from jobs.driver import JobDriver
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.store import SQLAlchemyJobStore
+from tests.stores import POSTGRES_URL
 
-POSTGRES_URL = os.environ.get(
-    "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
-)
 BACKENDS = ("sqlite", "postgres")
 
 

@@ -18,6 +18,7 @@ from jobs import (
     define_job,
     job_handler,
 )
+from jobs.settings import DEFAULT_RETAIN_COMPLETED_MS, Retention
 
 from .conftest import AppFactory
 
@@ -148,3 +149,14 @@ async def test_the_queue_bean_uses_the_driver_bean_of_its_context(make_app: AppF
 async def test_a_queue_needs_a_driver_or_a_context() -> None:
     with pytest.raises(ValueError, match="needs a driver or a context"):
         JobQueue()
+
+
+def test_driver_retention_defaults_and_refuses_negatives() -> None:
+    retention = Retention.of(None, 5)
+    assert (retention.completed_ms, retention.failed_ms) == (DEFAULT_RETAIN_COMPLETED_MS, 5)
+    assert (retention.of_state("completed"), retention.of_state("failed")) == (
+        DEFAULT_RETAIN_COMPLETED_MS,
+        5,
+    )
+    with pytest.raises(ValueError, match="retain_completed_ms must not be negative"):
+        InProcessJobDriver(retain_completed_ms=-1)
