@@ -68,9 +68,9 @@ from jobs.errors import DriverError, StoreUnavailableError
 from jobs.payload import decode_payload
 from jobs.settings import Retention
 
-from .errors import RedisScriptError
+from .errors import RedisScriptError, translate_errors
 from .keys import Keys
-from .scripts import ScriptArg, ScriptRunner, Shared, translate_errors
+from .scripts import ScriptArg, ScriptRunner, Shared
 
 EXPIRY_MARGIN_MS = 60_000
 """Real time a finished record outlives its retention, for clocks that differ from Redis's."""
@@ -275,6 +275,7 @@ class RedisJobDriver:
             await connection.disconnect()  # a BLPOP in flight ends here
         self._idle_waiters.clear()
         await self._scripts.drain()
+        await self._scripts.close()
         if self._owns_client:
             await self._client.aclose()
 

@@ -2,42 +2,41 @@
 
 Each transition is one call of one script in ``redis_jobs/lua/`` (complete and fail share
 ``finish.lua``; a header in each file lists its KEYS and ARGV); ``common.lua`` holds the
-helpers every script starts with. The sources are read once, at
-import, into ``SOURCES``: a fixed set, never built from input. ``ScriptRunner`` registers them
-on a client as redis-py ``AsyncScript`` objects (EVALSHA, with SCRIPT LOAD on NOSCRIPT).
+helpers every script starts with. The sources are read once, at import, into ``SOURCES``: a
+fixed set, never built from input. Scripts run by EVALSHA on the driver's ``RedisWire``; a
+NOSCRIPT reply (Redis restarted or ran SCRIPT FLUSH) loads the script and runs the call again,
+which is safe: a command refused with NOSCRIPT did not run.
 
 The enqueue, heartbeat, finish and retry scripts take a batch of jobs, and ``per_job``
-coalesces the calls made in one event-loop tick into as few EVALSHAs as possible, sent in one
-pipeline round trip; each job still gets its own result. Inside a pipeline, NOSCRIPT replies
-are reloaded and rerun here (a command refused with NOSCRIPT did not run, so rerunning it is
-safe).
+coalesces the calls made in one event-loop tick into as few EVALSHAs as possible, written
+together: one round trip. Each job still gets its own result.
 
-Errors are translated at this boundary: connection failures and timeouts become
-``StoreUnavailableError``, a script's own refusal (``JOBSCRIPT ...``, raised before any write)
-becomes ``RedisScriptError``, anything else from Redis a ``DriverError``.
+Errors are translated at this boundary (``errors.translate``): a lost connection or a reply
+that never came is StoreUnavailableError, a script's own refusal (``JOBSCRIPT ...``, raised
+before any write) RedisScriptError, any other error reply DriverError.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib.resources import files
 from types import MappingProxyType
 from typing import Any
 
 from loguru import logger
-from redis import exceptions as redis_errors
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
-from jobs.errors import DriverError, StoreUnavailableError
+from jobs.errors import DriverError
 
-from .errors import RedisScriptError
+from .errors import translate
+from .resp import ReplyError, pack_command
+from .wire import RedisWire
 
 SCRIPT_NAMES = ("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek")
-REFUSAL_CODE = "JOBSCRIPT"
 MAX_BATCH = 200
 """Jobs per batched script call: bounds how long one call keeps Redis busy."""
 
@@ -58,28 +57,15 @@ SOURCES: Mapping[str, str] = _load_sources()
 """Script name -> full Lua source (``common.lua`` followed by the script's own file)."""
 
 
-@contextmanager
-def translate_errors() -> Iterator[None]:
-    """Raise redis-py's errors as the jobs package's (``from`` the original)."""
-    try:
-        yield
-    except redis_errors.RedisError as exc:
-        raise translate(exc) from exc
+@dataclass(slots=True)
+class Script:
+    """One script's source and the SHA1 that EVALSHA names it by."""
 
+    source: str
+    sha: str = ""
 
-def translate(exc: BaseException) -> BaseException:
-    """The jobs-package error for a redis-py error (caused by it); other exceptions unchanged."""
-    error: BaseException
-    if isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError):
-        error = StoreUnavailableError(f"Redis is unavailable: {exc}")
-    elif isinstance(exc, redis_errors.ResponseError) and str(exc).startswith(REFUSAL_CODE):
-        error = RedisScriptError(str(exc).removeprefix(REFUSAL_CODE).strip())
-    elif isinstance(exc, redis_errors.RedisError):
-        error = DriverError(f"Redis failed the call: {exc}")
-    else:
-        return exc
-    error.__cause__ = exc
-    return error
+    def __post_init__(self) -> None:
+        self.sha = self.sha or hashlib.sha1(self.source.encode()).hexdigest()
 
 
 @dataclass(slots=True)
@@ -91,22 +77,30 @@ class _Job:
 
 @dataclass(slots=True)
 class _Command:
-    """One EVALSHA carrying the batch of jobs ``jobs``."""
+    """One EVALSHA: a single call (``future``) or a batch of jobs, each with its own future."""
 
-    script: AsyncScript
+    script: Script
     keys: list[str]
     args: list[ScriptArg]
-    jobs: list[_Job]
+    future: asyncio.Future[Any] | None = None
+    jobs: list[_Job] = field(default_factory=list)
 
     def settle(self, reply: Any) -> None:
+        if self.future is not None:
+            _resolve(self.future, result=reply)
+            return
+        if not isinstance(reply, list) or len(reply) != len(self.jobs):
+            self.fail(DriverError(f"a batch of {len(self.jobs)} jobs got the reply {reply!r}"))
+            return
         for job, result in zip(self.jobs, reply, strict=True):
-            if isinstance(result, bytes | str):
-                text = result.decode(errors="replace") if isinstance(result, bytes) else result
-                _resolve(job.future, error=translate(redis_errors.ResponseError(text)))
+            if isinstance(result, bytes):  # the refusal text of this job
+                _resolve(job.future, error=translate(ReplyError(result.decode(errors="replace"))))
             else:
                 _resolve(job.future, result=result)
 
     def fail(self, error: BaseException) -> None:
+        if self.future is not None:
+            _resolve(self.future, error=error)
         for job in self.jobs:
             _resolve(job.future, error=error)
 
@@ -117,23 +111,33 @@ Shared = tuple[Sequence[str], Sequence[ScriptArg]]
 
 
 class ScriptRunner:
-    """The package's scripts registered on one client."""
+    """The package's scripts, run on a RedisWire made with ``client``'s settings."""
 
     def __init__(self, client: Redis) -> None:
-        self._client = client
-        self._scripts = {name: client.register_script(source) for name, source in SOURCES.items()}
+        self._wire = RedisWire(client)
+        settings = client.connection_pool.connection_kwargs
+        self._encoding: tuple[str, str] = (
+            settings.get("encoding", "utf-8"),
+            settings.get("encoding_errors", "strict"),
+        )
+        self._scripts = {name: Script(source) for name, source in SOURCES.items()}
         self._pending: dict[_GroupKey, list[_Job]] = {}
-        self._sends: set[asyncio.Task[None]] = set()
+        self._reloads: set[asyncio.Task[None]] = set()
 
     @property
-    def scripts(self) -> Mapping[str, AsyncScript]:
-        """The registered scripts by name (each knows its SHA1 and source)."""
+    def scripts(self) -> Mapping[str, Script]:
+        """The scripts by name (each knows its source and SHA1)."""
         return MappingProxyType(self._scripts)
 
+    @property
+    def wire(self) -> RedisWire:
+        return self._wire
+
     async def call(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
-        """Run one script now, in its own round trip."""
-        with translate_errors():
-            return await self._scripts[name](keys=keys, args=args)
+        """Run one script now; its reply."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._send([_Command(self._scripts[name], list(keys), list(args), future=future)])
+        return await future
 
     async def per_job(
         self,
@@ -146,9 +150,9 @@ class ScriptRunner:
 
         Calls made in the same event-loop tick with the same script and the same shared keys
         and args go out as one EVALSHA (up to ``MAX_BATCH`` jobs), and all of the tick's
-        EVALSHAs as one pipeline: one round trip. Each job is still checked and written on
-        its own and gets its own result; a refused job raises RedisScriptError for its caller
-        only. A caller cancelled while waiting does not cancel the round trip.
+        EVALSHAs in one write: one round trip. Each job is still checked and written on its
+        own and gets its own result; a refused job raises RedisScriptError for its caller
+        only. A caller cancelled while waiting does not cancel the call.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -159,10 +163,14 @@ class ScriptRunner:
         return await future
 
     async def drain(self) -> None:
-        """Wait for the batches already queued or sent (before the client is closed)."""
-        await asyncio.sleep(0)  # a flush scheduled in this tick creates its task
-        while self._sends:
-            await asyncio.gather(*self._sends, return_exceptions=True)
+        """Wait for the calls already queued or sent (before the connection is closed)."""
+        await asyncio.sleep(0)  # a flush scheduled in this tick sends its batch
+        while self._reloads:
+            await asyncio.gather(*self._reloads, return_exceptions=True)
+        await self._wire.idle()
+
+    async def close(self) -> None:
+        await self._wire.close()
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
@@ -172,55 +180,46 @@ class ScriptRunner:
                 chunk = jobs[start : start + MAX_BATCH]
                 keys = [*shared_keys, *(key for job in chunk for key in job.keys)]
                 args = [*shared_args, *(arg for job in chunk for arg in job.args)]
-                commands.append(_Command(self._scripts[name], keys, args, chunk))
-        task = asyncio.get_running_loop().create_task(
-            self._send(commands), name="redis-jobs-script-batch"
+                commands.append(_Command(self._scripts[name], keys, args, jobs=chunk))
+        self._send(commands)
+
+    def _send(self, commands: list[_Command], *, reload: bool = True) -> None:
+        self._wire.submit(
+            (self._pack(command), partial(self._on_reply, command, reload)) for command in commands
         )
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
 
-    async def _send(self, commands: list[_Command]) -> None:
+    def _pack(self, command: _Command) -> bytes:
+        keys = command.keys
+        return pack_command(
+            ("EVALSHA", command.script.sha, len(keys), *keys, *command.args), *self._encoding
+        )
+
+    def _on_reply(self, command: _Command, reload: bool, reply: Any) -> None:
+        if isinstance(reply, ReplyError) and reload and reply.text.startswith("NOSCRIPT"):
+            task = asyncio.get_running_loop().create_task(
+                self._reload(command), name="redis-jobs-script-load"
+            )
+            self._reloads.add(task)
+            task.add_done_callback(self._reloads.discard)
+        elif isinstance(reply, BaseException):
+            command.fail(translate(reply))
+        else:
+            command.settle(reply)
+
+    async def _reload(self, command: _Command) -> None:
+        """Load a script Redis lost (NOSCRIPT), then run the refused call again."""
+        logger.debug("Redis lost the job scripts (NOSCRIPT); loading them again")
+        script = command.script
         try:
-            if len(commands) == 1:
-                command = commands[0]
-                replies: list[Any] = [await command.script(keys=command.keys, args=command.args)]
-            else:
-                replies = await self._pipeline(commands, reload=True)
-            for command, reply in zip(commands, replies, strict=True):
-                if isinstance(reply, BaseException):
-                    command.fail(translate(reply))
-                else:
-                    command.settle(reply)
+            sha = await self._wire.request(pack_command(("SCRIPT", "LOAD", script.source)))
         except Exception as exc:
-            error = translate(exc)
-            if error is exc:
-                error = DriverError(f"a batch of job scripts failed: {exc!r}")
-                error.__cause__ = exc
-            for command in commands:
-                command.fail(error)
-        finally:
-            for command in commands:  # cancelled: no caller may wait forever
-                command.fail(DriverError("the job script batch was cancelled"))
-
-    async def _pipeline(self, commands: list[_Command], *, reload: bool) -> list[Any]:
-        """The replies (or errors) of ``commands`` sent as one pipeline; reloads on NOSCRIPT."""
-        pipe = self._client.pipeline(transaction=False)
-        for command in commands:
-            pipe.evalsha(command.script.sha, len(command.keys), *command.keys, *command.args)
-        replies = await pipe.execute(raise_on_error=False)
-        missing = [
-            index
-            for index, reply in enumerate(replies)
-            if reload and isinstance(reply, redis_errors.NoScriptError)
-        ]
-        if missing:
-            logger.debug("Redis lost the job scripts (NOSCRIPT); loading them again")
-            for script in {id(commands[i].script): commands[i].script for i in missing}.values():
-                script.sha = await self._client.script_load(script.script)
-            again = await self._pipeline([commands[i] for i in missing], reload=False)
-            for index, reply in zip(missing, again, strict=True):
-                replies[index] = reply
-        return list(replies)
+            command.fail(exc)
+            return
+        if isinstance(sha, ReplyError):
+            command.fail(translate(sha))
+            return
+        script.sha = sha.decode() if isinstance(sha, bytes) else str(sha)
+        self._send([command], reload=False)
 
 
 def _resolve(

@@ -7,6 +7,7 @@ deletes that namespace's keys (SCAN MATCH on the escaped pattern) at teardown.
 
 from __future__ import annotations
 
+import socket
 import uuid
 
 from redis.asyncio import Redis
@@ -14,6 +15,13 @@ from redis.asyncio import Redis
 from jobs.clock import Clock, ManualClock
 from redis_jobs import Keys, RedisJobDriver
 from tests.stores import REDIS_URL
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def unique_namespace(label: str = "test") -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,7 +15,7 @@ from jobs.testing import new_request
 from redis_jobs import RedisJobDriver
 from tests.support import wait_until
 
-from .harness import REDIS_URL, RedisHarness
+from .harness import REDIS_URL, RedisHarness, closed_port
 
 pytestmark = pytest.mark.redis
 
@@ -67,12 +66,6 @@ def test_the_driver_takes_a_client_or_a_url() -> None:
         RedisJobDriver(Redis(), url=REDIS_URL)
     with pytest.raises(ValueError):
         RedisJobDriver(Redis(), retain_completed_ms=-1)
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_an_unreachable_server_raises_store_unavailable() -> None:

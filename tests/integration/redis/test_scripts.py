@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -12,7 +13,7 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 
 from jobs.testing import new_request
-from redis_jobs import RedisJobDriver, RedisScriptError
+from redis_jobs import RedisJobDriver, RedisScriptError, resp, scripts
 from redis_jobs.scripts import SCRIPT_NAMES, SOURCES, ScriptRunner
 
 from .harness import RedisHarness
@@ -33,7 +34,7 @@ HOSTILE = [
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
-    """Every command packed by any redis.asyncio connection while the test runs."""
+    """Every command packed while the test runs: by the scripts' wire or by redis-py."""
     commands: list[tuple[Any, ...]] = []
     pack = AbstractConnection.pack_command
 
@@ -41,7 +42,12 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         commands.append(args)
         return pack(self, *args)
 
+    def recording_wire(args: Sequence[Any], *options: str) -> bytes:
+        commands.append(tuple(args))
+        return resp.pack_command(args, *options)
+
     monkeypatch.setattr(AbstractConnection, "pack_command", recording)
+    monkeypatch.setattr(scripts, "pack_command", recording_wire)
     return commands
 
 
@@ -103,17 +109,20 @@ async def test_a_lost_script_is_loaded_again(harness: RedisHarness) -> None:
     real_sha = heartbeat.sha
     missing = [f"{{{harness.namespace}}}:job:none", f"{{{harness.namespace}}}:leased:t"]
 
-    heartbeat.sha = "0" * 40  # as if Redis had restarted or run SCRIPT FLUSH
-    assert await runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]) == 0
-    assert heartbeat.sha == real_sha
+    try:
+        heartbeat.sha = "0" * 40  # as if Redis had restarted or run SCRIPT FLUSH
+        assert await runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]) == 0
+        assert heartbeat.sha == real_sha
 
-    heartbeat.sha = "0" * 40  # two batches in one tick: a pipeline
-    replies = await asyncio.gather(
-        runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]),
-        runner.per_job("heartbeat", ([], ["1"]), missing, ["none", "1:x:t", 1]),
-    )
-    assert list(replies) == [0, 0]
-    assert heartbeat.sha == real_sha
+        heartbeat.sha = "0" * 40  # two batches in one tick: one write
+        replies = await asyncio.gather(
+            runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]),
+            runner.per_job("heartbeat", ([], ["1"]), missing, ["none", "1:x:t", 1]),
+        )
+        assert list(replies) == [0, 0]
+        assert heartbeat.sha == real_sha
+    finally:
+        await runner.close()
 
 
 async def test_settles_of_one_tick_share_one_call_with_their_own_results(
