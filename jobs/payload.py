@@ -35,13 +35,21 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 
 
 def encode_payload(value: Any, *, max_bytes: int | None = None) -> str:
-    """The JSON text of ``value``; PayloadError naming the path if it would not round-trip."""
-    check_payload(value)
-    text = _ENCODER.encode(value)
-    if max_bytes is not None:
-        size = len(text.encode("utf-8"))
-        if size > max_bytes:
-            raise PayloadTooLargeError(size, max_bytes)
+    """The JSON text of ``value``; PayloadError naming the path if it would not round-trip.
+
+    The common case is one encode and a quick walk with no path bookkeeping; anything either
+    of them refuses is walked again by ``check_payload``, which names what and where.
+    """
+    try:
+        text = _ENCODER.encode(value)
+        data = text.encode("utf-8") if _is_plain(value) else None
+    except (TypeError, ValueError, RecursionError):  # ValueError: NaN, a cycle, a surrogate
+        data = None
+    if data is None:
+        check_payload(value)
+        raise PayloadError(f"payload: {type(value).__name__} value is not JSON", "payload")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise PayloadTooLargeError(len(data), max_bytes)
     return text
 
 
@@ -73,6 +81,33 @@ def check_payload(value: Any) -> None:
 
 
 _Pending = tuple[Any, str, int, frozenset[int]]
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _is_plain(value: Any) -> bool:
+    """Whether ``value`` (already known to encode, so acyclic) passes ``check_payload``."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            children = item.values()
+        elif kind is list:
+            children = item
+        else:
+            return kind in _SCALARS
+        if depth >= MAX_DEPTH:
+            return False
+        for child in children:
+            child_kind = type(child)
+            if child_kind is dict or child_kind is list:
+                stack.append((child, depth + 1))
+            elif child_kind not in _SCALARS:
+                return False
+    return True
 
 
 def _children(

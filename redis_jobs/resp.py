@@ -42,7 +42,7 @@ def pack_command(
             data = repr(arg).encode()
         else:
             raise TypeError(f"a Redis command argument must be str, bytes, int or float: {arg!r}")
-        parts += (b"$%d\r\n" % len(data), data, CRLF)
+        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(parts)
 
 

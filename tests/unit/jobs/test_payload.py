@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import enum
 import json
 import uuid
 from typing import Any
@@ -14,6 +15,10 @@ from jobs.payload import MAX_DEPTH, check_name
 
 class Thing:
     pass
+
+
+class Colour(enum.StrEnum):  # json.dumps writes it as a string; it would come back a str
+    RED = "red"
 
 
 def circular_dict() -> dict[str, Any]:
@@ -47,6 +52,7 @@ def circular_list() -> list[Any]:
         (circular_dict(), 'payload["a"]["b"]["again"]: circular reference'),
         (circular_list(), "payload[1]: circular reference"),
         ({"o": Thing()}, 'payload["o"]: Thing is not JSON'),
+        ({"c": [Colour.RED]}, 'payload["c"][0]: Colour is not JSON'),
         ({"s": "lone \ud800 surrogate"}, 'payload["s"]: string has a lone surrogate'),
         ({"we \"quote\"": {1.5: 0}}, 'payload["we \\"quote\\""]: key 1.5 (float) is not a string'),
     ],
