@@ -67,9 +67,12 @@ class RedisWire:
                 _deliver(handler, error)
             return
         transport = self._transport
-        if transport is not None and not transport.is_closing():
-            self._write(transport, requests)
-            return
+        if transport is not None:
+            if not transport.is_closing():
+                self._write(transport, requests)
+                return
+            # closed under us (a failed write); its connection_lost is still to come
+            self._lost(StoreUnavailableError("Redis closed the connection"))
         self._queued.extend(requests)
         if self._connecting is None:
             self._connecting = asyncio.get_running_loop().create_task(
@@ -215,7 +218,8 @@ class _WireProtocol(asyncio.Protocol):
         self._transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self._wire._received(data)
+        if self._transport is self._wire._transport:
+            self._wire._received(data)
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows

@@ -113,3 +113,17 @@ async def test_close_ends_the_connection(client: Redis, admin: Redis) -> None:
     await wait_until(gone, message=f"the connection {name} to close")
     with pytest.raises(Exception, match="closed"):
         await call(wire, "PING")
+
+
+async def test_a_call_after_the_connection_closed_under_the_wire_reconnects(
+    wire: RedisWire,
+) -> None:
+    assert await call(wire, "PING") == b"PONG"
+    blocked = asyncio.ensure_future(call(wire, "BLPOP", f"wire-test-{uuid.uuid4().hex}", 10))
+    await asyncio.sleep(0)
+    transport = wire._transport
+    assert transport is not None
+    transport.abort()  # as a failed write does: closing now, connection_lost a tick later
+    assert await call(wire, "ECHO", "after") == b"after"
+    with pytest.raises(StoreUnavailableError):
+        await blocked
