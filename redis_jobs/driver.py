@@ -36,6 +36,11 @@ PEXPIRE of that span plus ``EXPIRY_MARGIN_MS`` of real time, so nothing is kept 
 Concurrent enqueue, heartbeat, complete, retry and fail calls made in one event-loop tick share
 one round trip: their scripts take batches of jobs (``ScriptRunner.per_job``), and each job is
 still checked and written on its own and gets its own result.
+
+Connections: the scripts run on one pipelined connection of the driver's own (``RedisWire``),
+the BLPOP waits each on another; all are made with the client's settings and closed by
+``close``. The client itself only answers the memory-policy check, so a borrowed client is
+shared with the application as it was.
 """
 
 from __future__ import annotations
