@@ -33,7 +33,7 @@ from redis.asyncio.connection import AbstractConnection
 from jobs.errors import DriverError, StoreUnavailableError
 
 from .errors import translate
-from .resp import ReplyParser
+from .resp import ReplyError, ReplyParser
 
 ReplyHandler = Callable[[Any], None]
 """Called once with a command's reply: a value, a ReplyError, or the error that lost it."""
@@ -84,8 +84,8 @@ class RedisWire:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.submit([(data, lambda reply: _settle(future, reply))])
         reply = await future
-        if isinstance(reply, (StoreUnavailableError, DriverError)):
-            raise reply
+        if isinstance(reply, BaseException) and not isinstance(reply, ReplyError):
+            raise reply  # the call was lost (connection, timeout, closed driver)
         return reply
 
     async def idle(self) -> None:
