@@ -129,10 +129,6 @@ class ScriptRunner:
         """The scripts by name (each knows its source and SHA1)."""
         return MappingProxyType(self._scripts)
 
-    @property
-    def wire(self) -> RedisWire:
-        return self._wire
-
     async def call(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
         """Run one script now; its reply."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
