@@ -66,7 +66,7 @@ async def postgres() -> AsyncIterator[JobDriver]:
 async def redis() -> AsyncIterator[JobDriver]:
     from redis.asyncio import Redis
 
-    from redis_jobs import Keys, RedisJobDriver
+    from redis_jobs import RedisJobDriver, delete_namespace
 
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     driver = RedisJobDriver(url=REDIS_URL, namespace=namespace)
@@ -75,9 +75,7 @@ async def redis() -> AsyncIterator[JobDriver]:
     finally:
         await driver.close()
         client = Redis.from_url(REDIS_URL)
-        keys = [key async for key in client.scan_iter(match=Keys(namespace).pattern)]
-        for start in range(0, len(keys), 1_000):
-            await client.delete(*keys[start : start + 1_000])
+        await delete_namespace(client, namespace)
         await client.aclose()
 
 

@@ -1,5 +1,6 @@
 """The Redis job driver: Lua scripts over sorted sets and hashes, namespaced."""
 
+from .admin import delete_namespace
 from .driver import RedisJobDriver
 from .errors import RedisJobsError, RedisScriptError
 from .keys import Keys
@@ -9,4 +10,5 @@ __all__ = [
     "Keys",
     "RedisJobsError",
     "RedisScriptError",
+    "delete_namespace",
 ]

@@ -70,7 +70,7 @@ class StoreTarget:
         if self.kind == "redis":
             from redis.asyncio import Redis
 
-            from tests.integration.redis.harness import delete_namespace
+            from redis_jobs import delete_namespace
 
             client = Redis.from_url(self.url)
             try:

@@ -13,10 +13,12 @@ import uuid
 from pathlib import Path
 
 from loguru import logger
+from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from framework import ApplicationBuilder, ApplicationContext
 from jobs import JOB_DRIVER, JOB_RUNNER, OUTBOX_RELAY, JobsAutoConfiguration
+from redis_jobs import delete_namespace
 
 from .app import orders_configuration
 from .model import Base
@@ -30,9 +32,20 @@ async def run(
     config = orders_configuration(database_url, redis_url, namespace)
     context = await ApplicationBuilder([JobsAutoConfiguration, config]).run()
     try:
-        return await _place_and_deliver(context, orders)
+        return {**await _place_and_deliver(context, orders), "redis_namespace": namespace}
     finally:
         await context.close()  # closes the stores and the engine, after the steps below
+        if redis_url is not None and redis_namespace is None:
+            await _delete_demo_namespace(redis_url, namespace)
+
+
+async def _delete_demo_namespace(redis_url: str, namespace: str) -> None:
+    """The demo made its namespace for this run (as it made its SQLite file): leave no key."""
+    client = Redis.from_url(redis_url)
+    try:
+        await delete_namespace(client, namespace)
+    finally:
+        await client.aclose()
 
 
 async def _place_and_deliver(context: ApplicationContext, orders: int) -> dict[str, object]:

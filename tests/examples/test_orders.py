@@ -7,7 +7,8 @@ import pytest
 from redis.asyncio import Redis
 
 from examples.orders.__main__ import main, run
-from tests.integration.redis.harness import REDIS_URL, delete_namespace
+from redis_jobs import Keys, delete_namespace
+from tests.integration.redis.harness import REDIS_URL
 
 
 def test_make_run_prints_the_guarantee(capsys: pytest.CaptureFixture[str]) -> None:
@@ -53,3 +54,16 @@ async def test_orders_in_sqlite_with_jobs_on_redis(tmp_path: Path) -> None:
     jobs = summary["jobs"]
     assert isinstance(jobs, dict)
     assert jobs["completed"] == 9 + summary["report_runs"]
+
+
+@pytest.mark.redis
+async def test_a_run_on_its_own_redis_namespace_leaves_no_key(tmp_path: Path) -> None:
+    summary = await run(f"sqlite+aiosqlite:///{tmp_path / 'orders.db'}", REDIS_URL, 4)
+    namespace = summary["redis_namespace"]
+    assert isinstance(namespace, str)
+    assert namespace.startswith("orders-example-")
+    client = Redis.from_url(REDIS_URL)
+    try:
+        assert [key async for key in client.scan_iter(match=Keys(namespace).pattern)] == []
+    finally:
+        await client.aclose()

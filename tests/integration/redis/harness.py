@@ -13,7 +13,7 @@ import uuid
 from redis.asyncio import Redis
 
 from jobs.clock import Clock, ManualClock
-from redis_jobs import Keys, RedisJobDriver
+from redis_jobs import Keys, RedisJobDriver, delete_namespace
 from tests.stores import REDIS_URL
 
 
@@ -30,12 +30,6 @@ def unique_namespace(label: str = "test") -> str:
 
 async def namespace_keys(client: Redis, namespace: str) -> list[bytes]:
     return sorted([key async for key in client.scan_iter(match=Keys(namespace).pattern)])
-
-
-async def delete_namespace(client: Redis, namespace: str) -> None:
-    keys = await namespace_keys(client, namespace)
-    if keys:
-        await client.delete(*keys)
 
 
 Snapshot = dict[bytes, tuple[bytes | None, bool]]

@@ -10,10 +10,10 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from jobs.testing import new_request
-from redis_jobs import Keys, RedisJobDriver
+from redis_jobs import Keys, RedisJobDriver, delete_namespace
 from redis_jobs.keys import escape_glob
 
-from .harness import RedisHarness, delete_namespace, namespace_keys, snapshot
+from .harness import RedisHarness, namespace_keys, snapshot
 
 pytestmark = pytest.mark.redis
 
