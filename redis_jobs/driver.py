@@ -114,11 +114,6 @@ class RedisJobDriver:
         self._clock = clock
         self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
         self._scripts = ScriptRunner(self._client)
-        settings = self._client.connection_pool.connection_kwargs
-        self._encoding = (
-            settings.get("encoding", "utf-8"),
-            settings.get("encoding_errors", "strict"),
-        )
         self._idle_waiters: list[AbstractConnection] = []
         self._busy_waiters: set[AbstractConnection] = set()
         self._closing = asyncio.Event()
@@ -323,7 +318,7 @@ class RedisJobDriver:
         return "" if self._clock is None else str(self._clock.now_ms())
 
     def _text(self, value: Any) -> str:
-        return value.decode(*self._encoding) if isinstance(value, bytes) else str(value)
+        return value.decode(*self._scripts.encoding) if isinstance(value, bytes) else str(value)
 
     async def _finish(self, job_id: str, token: str, state: JobState, error: str | None) -> bool:
         self._check_open()

@@ -62,10 +62,10 @@ class Script:
     """One script's source and the SHA1 that EVALSHA names it by."""
 
     source: str
-    sha: str = ""
+    sha: str = field(init=False)
 
     def __post_init__(self) -> None:
-        self.sha = self.sha or hashlib.sha1(self.source.encode()).hexdigest()
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
 
 @dataclass(slots=True)
@@ -116,10 +116,11 @@ class ScriptRunner:
     def __init__(self, client: Redis) -> None:
         self._wire = RedisWire(client)
         settings = client.connection_pool.connection_kwargs
-        self._encoding: tuple[str, str] = (
+        self.encoding: tuple[str, str] = (
             settings.get("encoding", "utf-8"),
             settings.get("encoding_errors", "strict"),
         )
+        """The client's text encoding and error handler: arguments are sent, text read, in it."""
         self._scripts = {name: Script(source) for name, source in SOURCES.items()}
         self._pending: dict[_GroupKey, list[_Job]] = {}
         self._reloads: set[asyncio.Task[None]] = set()
@@ -187,7 +188,7 @@ class ScriptRunner:
     def _pack(self, command: _Command) -> bytes:
         keys = command.keys
         return pack_command(
-            ("EVALSHA", command.script.sha, len(keys), *keys, *command.args), *self._encoding
+            ("EVALSHA", command.script.sha, len(keys), *keys, *command.args), *self.encoding
         )
 
     def _on_reply(self, command: _Command, reload: bool, reply: Any) -> None:

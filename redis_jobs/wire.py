@@ -88,9 +88,13 @@ class RedisWire:
             raise reply  # the call was lost (connection, timeout, closed driver)
         return reply
 
+    @property
+    def _busy(self) -> bool:
+        return bool(self._queued or self._waiting) or self._connecting is not None
+
     async def idle(self) -> None:
         """Wait until no call is queued or waiting for its reply."""
-        while self._queued or self._waiting or self._connecting is not None:
+        while self._busy:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._idle.append(future)
             await future
@@ -107,14 +111,15 @@ class RedisWire:
     # -- internals -----------------------------------------------------------------------------
 
     def _write(self, transport: asyncio.WriteTransport, requests: Iterable[Request]) -> None:
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         chunks = []
         for data, handler in requests:
             chunks.append(data)
             self._waiting.append((handler, now))
         transport.write(b"".join(chunks))
         if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_at(
+            self._timer = loop.call_at(
                 now + self.reply_timeout_s, self._check_timeout
             )
 
@@ -204,7 +209,7 @@ class RedisWire:
         self._lost(StoreUnavailableError(f"Redis closed the connection{reason}"))
 
     def _wake_idle(self) -> None:
-        if self._queued or self._waiting or self._connecting is not None:
+        if self._busy:
             return
         idle, self._idle = self._idle, []
         for future in idle:
