@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxEntry:
-    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``."""
+    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``.
+
+    ``trace_context`` is the W3C traceparent of the span that appended it (None outside one).
+    """
 
     id: str
     type: str
@@ -29,6 +32,7 @@ class OutboxEntry:
     created_at: datetime
     attempts: int
     lease_token: str
+    trace_context: str | None = None
 
 
 @runtime_checkable
@@ -38,7 +42,8 @@ class OutboxStore(Protocol):
     async def append(
         self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
     ) -> str:
-        """Write an entry through the open transaction; its id. No transaction: an error."""
+        """Write an entry through the open transaction, with the caller's trace context
+        (``jobs.telemetry.current_traceparent``); its id. No transaction: an error."""
         ...
 
     async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:

@@ -50,6 +50,7 @@ from jobs.clock import Clock, to_datetime
 from jobs.errors import DriverError
 from jobs.outbox import OutboxEntry
 from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
+from jobs.telemetry import current_traceparent
 
 from .engine import is_sqlite
 from .listen import PostgresListener
@@ -147,7 +148,8 @@ class SQLAlchemyOutboxStore:
     async def append(
         self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
     ) -> str:
-        """Insert an entry through the caller's open transaction; its id.
+        """Insert an entry through the caller's open transaction; its id. The entry keeps the
+        caller's trace context (W3C traceparent), so the relay's publish continues its trace.
 
         Raises PayloadError (naming the path) or JobTypeError before anything is written, and
         NoTransactionError when no transaction of this store's manager is open here.
@@ -177,6 +179,7 @@ class SQLAlchemyOutboxStore:
                 created_at=now,
                 available_at=now,
                 attempts=0,
+                trace_context=current_traceparent(),
             )
         )
         if not session.info.get(self._session_flag):
@@ -323,7 +326,7 @@ def _no_one(pid: int) -> bool:
 
 def _entry(row: Row) -> OutboxEntry:
     """A row of the claim's RETURNING list."""
-    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token = row
+    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token, trace = row
     return OutboxEntry(
         id=entry_id,
         type=entry_type,
@@ -333,5 +336,6 @@ def _entry(row: Row) -> OutboxEntry:
         created_at=to_datetime(created_at),
         attempts=attempts,
         lease_token=lease_token,
+        trace_context=trace,
     )
 
