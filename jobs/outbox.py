@@ -25,7 +25,10 @@ M = TypeVar("M", bound=BaseModel)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxEntry:
-    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``."""
+    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``.
+
+    ``trace_context`` is the W3C traceparent of the span that appended it (None outside one).
+    """
 
     id: str
     type: str
@@ -35,6 +38,7 @@ class OutboxEntry:
     created_at: datetime
     attempts: int
     lease_token: str
+    trace_context: str | None = None
 
 
 @runtime_checkable
@@ -64,9 +68,10 @@ class OutboxStore(Protocol):
         key: str | None = None,
         delay_ms: int | None = None,
     ) -> str | None:
-        """Write an entry through the open transaction; its id, or None when an entry with
-        ``key`` is already there. A definition's model validates ``payload`` before anything
-        is written. No transaction: an error."""
+        """Write an entry through the open transaction, with the caller's trace context
+        (``jobs.telemetry.current_traceparent``); its id, or None when an entry with ``key`` is
+        already there. A definition's model validates ``payload`` before anything is written.
+        No transaction: an error."""
         ...
 
     async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:

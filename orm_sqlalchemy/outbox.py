@@ -54,6 +54,7 @@ from jobs.definitions import JobDefinition, resolve_job
 from jobs.errors import DriverError
 from jobs.outbox import OutboxEntry
 from jobs.payload import MAX_KEY_LENGTH, check_name, decode_payload, encode_payload
+from jobs.telemetry import current_traceparent
 
 from .engine import is_sqlite
 from .listen import PostgresListener
@@ -174,6 +175,8 @@ class SQLAlchemyOutboxStore:
     ) -> str | None:
         """Insert an entry through the caller's open transaction; its id, or None when an
         entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
+        The entry keeps the caller's trace context (W3C traceparent), so the relay's publish
+        continues its trace.
 
         ``type`` is a job type or a job definition, whose model validates ``payload`` here.
         Raises PayloadValidationError, PayloadError (naming the path) or JobTypeError before
@@ -207,6 +210,7 @@ class SQLAlchemyOutboxStore:
                 created_at=now,
                 available_at=now,
                 attempts=0,
+                trace_context=current_traceparent(),
             )
             .on_conflict_do_nothing()
             .returning(self._table.c.id)
@@ -357,7 +361,7 @@ def _no_one(pid: int) -> bool:
 
 def _entry(row: Row) -> OutboxEntry:
     """A row of the claim's RETURNING list."""
-    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token = row
+    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token, trace = row
     return OutboxEntry(
         id=entry_id,
         type=entry_type,
@@ -367,5 +371,6 @@ def _entry(row: Row) -> OutboxEntry:
         created_at=to_datetime(created_at),
         attempts=attempts,
         lease_token=lease_token,
+        trace_context=trace,
     )
 
