@@ -67,5 +67,13 @@ def outbox_schema(table_prefix: str = "outbox_", metadata: MetaData | None = Non
         postgresql_where=published,
         sqlite_where=published,
     )
+    keyed = entries.c.key.is_not(None)
+    Index(  # an append whose key is present is dropped (INSERT ... ON CONFLICT DO NOTHING)
+        f"ux_{name}_key",
+        entries.c.key,
+        unique=True,
+        postgresql_where=keyed,
+        sqlite_where=keyed,
+    )
     return OutboxSchema(metadata, entries, notify_channel("outbox", name))
 
