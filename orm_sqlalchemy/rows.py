@@ -65,4 +65,5 @@ def outbox_entry(row: Row) -> OutboxEntry:
         created_at=to_datetime(row["created_at"]),
         attempts=row["attempts"],
         lease_token=row["lease_token"],
+        trace_context=row["trace_context"],
     )

@@ -13,7 +13,8 @@ while it exists its key drops repeats; past it the row reads as gone and is prun
 
 Outbox table. An entry is claimable while ``published_at`` is NULL and ``available_at`` has
 passed: ``available_at`` is the creation time, then the lease expiry after a claim, then the
-retry time after a release (one column, like a visibility timeout).
+retry time after a release (one column, like a visibility timeout). ``trace_context`` is the
+appending caller's W3C traceparent, continued by the relay's publish span.
 """
 
 from __future__ import annotations
@@ -226,6 +227,7 @@ def outbox_schema(
         Column("lease_token", String(64), nullable=True),
         Column("published_at", BigInteger, nullable=True),
         Column("last_error", Text, nullable=True),
+        Column("trace_context", Text, nullable=True),
         schema=schema,
     )
     unpublished = entries.c.published_at.is_(None)
@@ -242,5 +244,13 @@ def outbox_schema(
         entries.c.published_at,
         postgresql_where=published,
         sqlite_where=published,
+    )
+    keyed = entries.c.key.is_not(None)
+    Index(  # an append whose key is present is dropped (INSERT ... ON CONFLICT DO NOTHING)
+        f"ux_{name}_key",
+        entries.c.key,
+        unique=True,
+        postgresql_where=keyed,
+        sqlite_where=keyed,
     )
     return OutboxSchema(metadata, entries, notify_channel("outbox", qualified))
