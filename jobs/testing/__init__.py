@@ -12,5 +12,12 @@ providing a ``driver_harness`` fixture (needs pytest and pytest-asyncio)::
 """
 
 from .conformance import DriverConformance, DriverHarness, new_request
+from .operations import OPERATIONS_CASES, OperationsConformance
 
-__all__ = ["DriverConformance", "DriverHarness", "new_request"]
+__all__ = [
+    "OPERATIONS_CASES",
+    "DriverConformance",
+    "DriverHarness",
+    "OperationsConformance",
+    "new_request",
+]
