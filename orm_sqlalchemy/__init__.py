@@ -1,6 +1,6 @@
 """Durable jobs and the transactional outbox on SQLAlchemy (SQLite via aiosqlite, PostgreSQL)."""
 
-from .engine import configure_sqlite, create_engine, is_sqlite
+from .engine import configure_sqlite, create_engine, is_sqlite, normalize_url
 from .errors import NoTransactionError, SQLAlchemyJobsError
 from .outbox import SQLAlchemyOutboxStore
 from .schema import JobSchema, job_schema
@@ -26,4 +26,5 @@ __all__ = [
     "create_engine",
     "configure_sqlite",
     "is_sqlite",
+    "normalize_url",
 ]

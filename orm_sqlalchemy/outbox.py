@@ -39,17 +39,22 @@ import contextlib
 import secrets
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, overload
 
 from loguru import logger
+from pydantic import BaseModel
 from sqlalchemy import BigInteger, ColumnElement, MetaData, cast, extract, func, literal, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from jobs.clock import Clock, to_datetime
+from jobs.definitions import JobDefinition, resolve_job
 from jobs.errors import DriverError
 from jobs.outbox import OutboxEntry
-from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
+from jobs.payload import MAX_KEY_LENGTH, check_name, decode_payload, encode_payload
+from jobs.telemetry import current_traceparent
 
 from .engine import is_sqlite
 from .listen import PostgresListener
@@ -70,6 +75,7 @@ __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 _LISTEN_RETRY_S = 5.0
+M = TypeVar("M", bound=BaseModel)
 _PG_CONNECTIONS = 4
 """At most this many PostgreSQL connections run the store's statements (a relay uses one)."""
 
@@ -144,15 +150,40 @@ class SQLAlchemyOutboxStore:
             raise store_error(exc, self._name) from exc
         self._mark_schema_ready()
 
+    @overload
     async def append(
-        self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
-    ) -> str:
-        """Insert an entry through the caller's open transaction; its id.
+        self,
+        type: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None: ...
 
-        Raises PayloadError (naming the path) or JobTypeError before anything is written, and
-        NoTransactionError when no transaction of this store's manager is open here.
+    @overload
+    async def append(
+        self, type: str, payload: Any = None, *, key: str | None = None, delay_ms: int | None = None
+    ) -> str | None: ...
+
+    async def append(
+        self,
+        type: str | JobDefinition[Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None:
+        """Insert an entry through the caller's open transaction; its id, or None when an
+        entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
+        The entry keeps the caller's trace context (W3C traceparent), so the relay's publish
+        continues its trace.
+
+        ``type`` is a job type or a job definition, whose model validates ``payload`` here.
+        Raises PayloadValidationError, PayloadError (naming the path) or JobTypeError before
+        anything is written, and NoTransactionError when no transaction of this store's
+        manager is open here.
         """
-        check_name("outbox entry type", type, MAX_TYPE_LENGTH)
+        job_type, payload = resolve_job(type, payload, "outbox entry type")
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
         if delay_ms is not None and (
@@ -167,18 +198,25 @@ class SQLAlchemyOutboxStore:
             self._tm.after_commit(self._mark_schema_ready)
         entry_id = str(uuid.uuid4())
         now = self._now()
-        await conn.execute(
-            self._table.insert().values(
+        insert = postgresql_insert if self._postgres else sqlite_insert
+        inserted = await conn.scalar(
+            insert(self._table)
+            .values(
                 id=entry_id,
-                type=type,
+                type=job_type,
                 payload=text,
                 key=key,
                 delay_ms=delay_ms,
                 created_at=now,
                 available_at=now,
                 attempts=0,
+                trace_context=current_traceparent(),
             )
+            .on_conflict_do_nothing()
+            .returning(self._table.c.id)
         )
+        if inserted is None:
+            return None
         if not session.info.get(self._session_flag):
             session.info[self._session_flag] = True
             self._tm.after_commit(self._on_commit)
@@ -323,7 +361,7 @@ def _no_one(pid: int) -> bool:
 
 def _entry(row: Row) -> OutboxEntry:
     """A row of the claim's RETURNING list."""
-    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token = row
+    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token, trace = row
     return OutboxEntry(
         id=entry_id,
         type=entry_type,
@@ -333,5 +371,6 @@ def _entry(row: Row) -> OutboxEntry:
         created_at=to_datetime(created_at),
         attempts=attempts,
         lease_token=lease_token,
+        trace_context=trace,
     )
 

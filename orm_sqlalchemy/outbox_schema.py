@@ -4,7 +4,8 @@ Times are epoch milliseconds (BIGINT) so SQLite and PostgreSQL store and compare
 An entry is claimable while ``published_at`` is NULL and ``available_at`` has passed:
 ``available_at`` is the creation time, then the lease expiry after a claim, then the retry
 time after a release (one column, like a visibility timeout). The payload is JSON *text*,
-not jsonb: jsonb rejects ``\\u0000``, which a payload may hold.
+not jsonb: jsonb rejects ``\\u0000``, which a payload may hold. ``trace_context`` is the
+appending caller's W3C traceparent, continued by the relay's publish span.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def outbox_schema(table_prefix: str = "outbox_", metadata: MetaData | None = Non
         Column("lease_token", String(64), nullable=True),
         Column("published_at", BigInteger, nullable=True),
         Column("last_error", Text, nullable=True),
+        Column("trace_context", Text, nullable=True),
     )
     unpublished = entries.c.published_at.is_(None)
     published = entries.c.published_at.is_not(None)
@@ -64,6 +66,14 @@ def outbox_schema(table_prefix: str = "outbox_", metadata: MetaData | None = Non
         entries.c.published_at,
         postgresql_where=published,
         sqlite_where=published,
+    )
+    keyed = entries.c.key.is_not(None)
+    Index(  # an append whose key is present is dropped (INSERT ... ON CONFLICT DO NOTHING)
+        f"ux_{name}_key",
+        entries.c.key,
+        unique=True,
+        postgresql_where=keyed,
+        sqlite_where=keyed,
     )
     return OutboxSchema(metadata, entries, notify_channel("outbox", name))
 

@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -176,6 +176,11 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
             self._announce(job.type)
         await self._prune_in_passing()
         return job.id if rows else None
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
+        """One enqueue per job, in order (the first of a repeated key wins): a stand-in until
+        the native one-call batch lands (issue 17)."""
+        return [await self.enqueue(job) for job in jobs]
 
     # -- consumer ------------------------------------------------------------------------------
 

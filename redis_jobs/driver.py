@@ -49,7 +49,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from loguru import logger
@@ -160,6 +160,11 @@ class RedisJobDriver(OperationsNotImplemented):
         if status == -1:
             raise DriverError(f"job id {job.id!r} already exists")
         return job.id if status == 1 else None
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
+        """One enqueue per job, in order (the first of a repeated key wins): a stand-in until
+        the native one-call batch lands (issue 17)."""
+        return [await self.enqueue(job) for job in jobs]
 
     # -- consumer ------------------------------------------------------------------------------
 

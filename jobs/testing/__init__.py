@@ -11,8 +11,9 @@ providing a ``driver_harness`` fixture (needs pytest and pytest-asyncio)::
             await harness.cleanup()
 """
 
-from .conformance import DriverConformance, DriverHarness, new_request
+from .conformance import DriverConformance, DriverHarness
 from .operations import OPERATIONS_CASES, OperationsConformance
+from .requests import new_request
 
 __all__ = [
     "OPERATIONS_CASES",

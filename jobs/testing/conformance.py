@@ -18,8 +18,10 @@ from jobs.queue import JobQueue
 from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
 
-from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, new_request
+from .conformance_batches import BatchConformance
+from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .operations import OperationsConformance
+from .requests import new_request
 
 __all__ = [
     "ALL",
@@ -31,7 +33,8 @@ __all__ = [
     "new_request",
 ]
 
-class DriverConformance(OperationsConformance):
+
+class DriverConformance(BatchConformance, OperationsConformance):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
     # -- enqueue and inspect -------------------------------------------------------------------

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Collection
 from typing import Any, Protocol
 
 from jobs.clock import ManualClock
-from jobs.driver import ClaimedJob, JobDriver, JobRequest
+from jobs.driver import ClaimedJob, JobDriver
+
+from .requests import new_request
 
 LEASE_MS = 30_000
 ALL = ("t",)
@@ -27,15 +27,6 @@ class DriverHarness(Protocol):
         The harness closes every driver it opened, and cleans the store, at teardown.
         """
         ...
-
-
-def new_request(
-    job_type: str = "t", payload: Any = None, *, payload_json: str | None = None, **fields: Any
-) -> JobRequest:
-    """A JobRequest with a fresh id and ``max_attempts=3`` unless given."""
-    fields.setdefault("max_attempts", 3)
-    text = payload_json if payload_json is not None else json.dumps(payload)
-    return JobRequest(id=uuid.uuid4().hex, type=job_type, payload=text, **fields)
 
 
 async def enqueue(driver: JobDriver, job_type: str = "t", **fields: Any) -> str:

@@ -25,7 +25,8 @@ from jobs.driver import (
 from jobs.operations import WorkerRegistration
 from jobs.queue import JobQueue
 
-from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, new_request
+from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
+from .requests import new_request
 
 
 def ms(info: JobInfo, field: str) -> int | None:

@@ -22,7 +22,8 @@ UPDATE {table} AS e SET
     available_at = {now} + CAST(:lease_ms AS bigint)
 FROM picked
 WHERE e.id = picked.id
-RETURNING e.id, e.type, e.payload, e.key, e.delay_ms, e.created_at, e.attempts, e.lease_token;
+RETURNING e.id, e.type, e.payload, e.key, e.delay_ms, e.created_at, e.attempts, e.lease_token,
+    e.trace_context;
 
 -- name: mark_published
 UPDATE {table} SET published_at = {now}

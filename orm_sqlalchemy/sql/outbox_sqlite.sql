@@ -20,7 +20,7 @@ WHERE id IN (
     ORDER BY available_at, id
     LIMIT :limit
 )
-RETURNING id, type, payload, key, delay_ms, created_at, attempts, lease_token;
+RETURNING id, type, payload, key, delay_ms, created_at, attempts, lease_token, trace_context;
 
 -- name: mark_published
 UPDATE {table} SET published_at = {now}
