@@ -7,7 +7,9 @@ operation, how many failed in a row, the cause and what happens next::
     claiming jobs failed (3 in a row): StoreUnavailableError: Redis is unavailable: Error 111
     connecting to 127.0.0.1:6391. Connection refused.; retrying in 400 ms
 
-Only the first failure of a run carries the traceback: the next ones would repeat it. After
+Only the first failure of a run carries the traceback: the next ones would repeat it. So
+does only the first of several streaks failing for one cause (one outage fails the claims, the
+heartbeats and the scheduler alike: one traceback explains them all for a minute). After
 the first few, a line is written at most every ``quiet_ms`` (the count in the next headline
 says how many were not), so a loop retrying fast through a long outage stays readable. The
 first success after a run logs one line saying the operation recovered, and after how long.
@@ -23,6 +25,9 @@ from loguru import logger
 __all__ = ["FailureStreak", "describe_cause"]
 
 _CAUSE_MAX_CHARS = 500
+_EXPLAINED_FOR_S = 60.0
+_explained: dict[str, float] = {}
+"""When each cause (``describe_cause``) was last logged with its traceback."""
 
 
 def describe_cause(error: BaseException) -> str:
@@ -76,12 +81,14 @@ class FailureStreak:
             return self.count
         self._last_logged = now
         times = "" if self.count == 1 else f" ({self.count} in a row)"
-        headline = f"{self.operation} failed{times}: {describe_cause(error)}"
+        cause = describe_cause(error)
+        headline = f"{self.operation} failed{times}: {cause}"
         if then is not None:
             headline += f"; {then}"
         elif retry_in_ms is not None:
             headline += f"; retrying in {retry_in_ms:.0f} ms"
-        self._logger.opt(exception=error if self.count == 1 else None).log(
+        explain = self.count == 1 and _first_in_a_while(cause, now)
+        self._logger.opt(exception=error if explain else None, depth=1).log(
             self.level, "{}", headline
         )
         return self.count
@@ -91,10 +98,21 @@ class FailureStreak:
         if not self.count:
             return
         elapsed_s = time.monotonic() - self._started
-        self._logger.info(
+        self._logger.opt(depth=1).info(
             "{} works again after {} ({:.1f} s)",
             self.operation,
             "1 failure" if self.count == 1 else f"{self.count} failures",
             elapsed_s,
         )
         self.count = 0
+
+
+def _first_in_a_while(cause: str, now: float) -> bool:
+    """Whether ``cause`` was not explained (logged with its traceback) in the last minute."""
+    last = _explained.get(cause)
+    if last is not None and now - last < _EXPLAINED_FOR_S:
+        return False
+    if len(_explained) > 1_000:
+        _explained.clear()
+    _explained[cause] = now
+    return True
