@@ -32,7 +32,7 @@ from .inprocess import InProcessJobDriver
 from .outbox import JobOutboxPublisher, OutboxEntry, OutboxPublisher, OutboxStore
 from .outbox_relay import OutboxRelay
 from .payload import check_payload, encode_payload
-from .queue import JobQueue
+from .queue import JobQueue, NewJob
 from .retry import Backoff, exponential_backoff
 from .runner import JobRunner
 from .schedule import Schedule
@@ -63,6 +63,7 @@ __all__ = [
     "JobsSettings",
     # producing and handling
     "JobQueue",
+    "NewJob",
     "JobDefinition",
     "define_job",
     "job_handler",

@@ -13,7 +13,7 @@ store's clock. A driver given a ``Clock`` uses it in place of the store's clock 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -78,6 +78,14 @@ class JobDriver(Protocol):
 
     async def enqueue(self, job: JobRequest) -> str | None:
         """Store a pending job; its id, or None when a live job already holds ``job.key``."""
+        ...
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
+        """Store a batch in one statement or script; one result per job, in order.
+
+        Each result is the job's id, or None when its key is taken: by a live job, or by an
+        earlier job of the same batch (the first wins). An empty batch makes no call.
+        """
         ...
 
     async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .clock import Clock, ManualClock, SystemClock, to_datetime
@@ -82,10 +82,28 @@ class InProcessJobDriver:
         self._check_open()
         now = self._clock.now_ms()
         self._prune(now)
-        if job.key is not None:
-            holder = self._keys.get(job.key)
-            if holder is not None:
-                return None
+        job_id = self._store(job, now)
+        if job_id is not None:
+            self._notify()
+        return job_id
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
+        self._check_open()
+        if not jobs:
+            return []
+        now = self._clock.now_ms()
+        self._prune(now)
+        ids = {job.id for job in jobs}
+        if len(ids) < len(jobs) or not ids.isdisjoint(self._jobs):
+            raise DriverError("the batch repeats a job id, or holds one that already exists")
+        results = [self._store(job, now) for job in jobs]
+        if any(result is not None for result in results):
+            self._notify()
+        return results
+
+    def _store(self, job: JobRequest, now: int) -> str | None:
+        if job.key is not None and job.key in self._keys:
+            return None
         if job.id in self._jobs:
             raise DriverError(f"job id {job.id!r} already exists")
         run_at = job.run_at_ms if job.run_at_ms is not None else now + job.delay_ms
@@ -104,7 +122,6 @@ class InProcessJobDriver:
         if job.key is not None:
             self._keys[job.key] = job.id
         self._push_ready(record)
-        self._notify()
         return job.id
 
     # -- consumer ------------------------------------------------------------------------------

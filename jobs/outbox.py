@@ -9,12 +9,18 @@ of the same entry is dropped by the queue.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
+
+from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from .definitions import JobDefinition
     from .queue import JobQueue
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,11 +45,33 @@ class OutboxEntry:
 class OutboxStore(Protocol):
     """Where outbox entries wait for the relay."""
 
+    @overload
     async def append(
-        self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
-    ) -> str:
+        self,
+        type: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None: ...
+
+    @overload
+    async def append(
+        self, type: str, payload: Any = None, *, key: str | None = None, delay_ms: int | None = None
+    ) -> str | None: ...
+
+    async def append(
+        self,
+        type: str | JobDefinition[Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None:
         """Write an entry through the open transaction, with the caller's trace context
-        (``jobs.telemetry.current_traceparent``); its id. No transaction: an error."""
+        (``jobs.telemetry.current_traceparent``); its id, or None when an entry with ``key`` is
+        already there. A definition's model validates ``payload`` before anything is written.
+        No transaction: an error."""
         ...
 
     async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:

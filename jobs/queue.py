@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,19 @@ if TYPE_CHECKING:
 def new_job_id() -> str:
     """32 hex characters: milliseconds since the epoch, then 80 random bits (sorts by time)."""
     return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """One job of a batch for ``JobQueue.enqueue_many``; the fields are ``enqueue``'s."""
+
+    type: str | JobDefinition[Any]
+    payload: Any = None
+    delay_ms: int | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
+    key: str | None = None
 
 
 class JobQueue:
@@ -81,6 +96,34 @@ class JobQueue:
                 key=key,
             )
         )
+
+    async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
+        """Store a batch in one driver call; per job, in order, its id or None (key taken).
+
+        A key taken by a live job, or by an earlier job of the batch, gives None (the first
+        wins). Every job is validated before any I/O: one bad payload raises (PayloadError
+        naming the job's index and path) and nothing is stored.
+        """
+        requests = []
+        for index, job in enumerate(jobs):
+            try:
+                requests.append(
+                    self.build_request(
+                        job.type,
+                        job.payload,
+                        delay_ms=job.delay_ms,
+                        run_at=job.run_at,
+                        max_attempts=job.max_attempts,
+                        timeout_ms=job.timeout_ms,
+                        key=job.key,
+                    )
+                )
+            except ValueError as exc:
+                exc.add_note(f"in job {index} of the batch; nothing was enqueued")
+                raise
+        if not requests:
+            return []
+        return await self.driver.enqueue_many(requests)
 
     def build_request(
         self,

@@ -3,7 +3,7 @@
 ``append`` writes through the session open in the caller's context, so the entry commits or
 rolls back with the business change; it never opens a transaction of its own. ``claim``,
 ``mark_published``, ``release`` and ``prune`` are one statement each, its own transaction, run
-on driver connections of the store's own like the job store's hot path (``store_backends``;
+on driver connections of the store's own like the job store's hot path (``_database.connections``;
 the statements are in ``sql/outbox_*.sql``). Their failures are ``jobs.errors`` types
 (``StoreUnavailableError``, ``StoreSchemaError``, ``DriverError``).
 
@@ -39,44 +39,48 @@ import contextlib
 import secrets
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, overload
 
 from loguru import logger
+from pydantic import BaseModel
 from sqlalchemy import BigInteger, ColumnElement, MetaData, cast, extract, func, literal, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from jobs.clock import Clock, to_datetime
+from jobs.clock import Clock
+from jobs.definitions import JobDefinition, resolve_job
 from jobs.errors import DriverError
 from jobs.outbox import OutboxEntry
-from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
+from jobs.payload import MAX_KEY_LENGTH, check_name, encode_payload
 from jobs.telemetry import current_traceparent
 
+from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
+from ._database.errors import check_engine, store_error
+from ._database.listener import PostgresListener
+from ._database.statements import load_statements
 from .engine import is_sqlite
-from .listen import PostgresListener
-from .outbox_schema import outbox_schema
-from .sql import load_statements
-from .store_backends import (
-    Backend,
-    PostgresBackend,
-    Row,
-    SQLiteBackend,
-    check_engine,
-    store_error,
-)
-from .tables import lock_for_creation
+from .rows import outbox_entry
+from .tables import lock_for_creation, outbox_schema
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 _LISTEN_RETRY_S = 5.0
+M = TypeVar("M", bound=BaseModel)
 _PG_CONNECTIONS = 4
 """At most this many PostgreSQL connections run the store's statements (a relay uses one)."""
 
 
 class SQLAlchemyOutboxStore:
-    """An ``OutboxStore`` on the engine of ``transaction_manager`` (SQLite or PostgreSQL)."""
+    """An ``OutboxStore`` on the engine of ``transaction_manager`` (SQLite or PostgreSQL).
+
+    ``table_prefix`` names the table (``<prefix>entries``), ``schema`` its PostgreSQL schema and
+    ``metadata`` the MetaData to hold it (yours, for Alembic). ``clock`` replaces the
+    database's clock (tests).
+    """
 
     def __init__(
         self,
@@ -86,11 +90,12 @@ class SQLAlchemyOutboxStore:
         clock: Clock | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         metadata: MetaData | None = None,
+        schema: str | None = None,
     ) -> None:
         self._tm = transaction_manager
         self._engine = transaction_manager.engine
         check_engine(self._engine, store="SQLAlchemyOutboxStore")
-        self._schema = outbox_schema(table_prefix, metadata)
+        self._schema = outbox_schema(table_prefix, metadata, schema=schema)
         self._table = self._schema.entries
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
@@ -98,7 +103,7 @@ class SQLAlchemyOutboxStore:
         self._postgres = dialect.name == "postgresql"
         self._sqlite = is_sqlite(self._engine)
         url_text = self._engine.url.render_as_string(hide_password=True)
-        self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.name})"
+        self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.fullname})"
         self._sql = load_statements(
             dialect.name, dialect.identifier_preparer.format_table(self._table), resource="outbox"
         )
@@ -145,16 +150,40 @@ class SQLAlchemyOutboxStore:
             raise store_error(exc, self._name) from exc
         self._mark_schema_ready()
 
+    @overload
     async def append(
-        self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
-    ) -> str:
-        """Insert an entry through the caller's open transaction; its id. The entry keeps the
-        caller's trace context (W3C traceparent), so the relay's publish continues its trace.
+        self,
+        type: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None: ...
 
-        Raises PayloadError (naming the path) or JobTypeError before anything is written, and
-        NoTransactionError when no transaction of this store's manager is open here.
+    @overload
+    async def append(
+        self, type: str, payload: Any = None, *, key: str | None = None, delay_ms: int | None = None
+    ) -> str | None: ...
+
+    async def append(
+        self,
+        type: str | JobDefinition[Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None:
+        """Insert an entry through the caller's open transaction; its id, or None when an
+        entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
+        The entry keeps the caller's trace context (W3C traceparent), so the relay's publish
+        continues its trace.
+
+        ``type`` is a job type or a job definition, whose model validates ``payload`` here.
+        Raises PayloadValidationError, PayloadError (naming the path) or JobTypeError before
+        anything is written, and NoTransactionError when no transaction of this store's
+        manager is open here.
         """
-        check_name("outbox entry type", type, MAX_TYPE_LENGTH)
+        job_type, payload = resolve_job(type, payload, "outbox entry type")
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
         if delay_ms is not None and (
@@ -169,10 +198,12 @@ class SQLAlchemyOutboxStore:
             self._tm.after_commit(self._mark_schema_ready)
         entry_id = str(uuid.uuid4())
         now = self._now()
-        await conn.execute(
-            self._table.insert().values(
+        insert = postgresql_insert if self._postgres else sqlite_insert
+        inserted = await conn.scalar(
+            insert(self._table)
+            .values(
                 id=entry_id,
-                type=type,
+                type=job_type,
                 payload=text,
                 key=key,
                 delay_ms=delay_ms,
@@ -181,7 +212,11 @@ class SQLAlchemyOutboxStore:
                 attempts=0,
                 trace_context=current_traceparent(),
             )
+            .on_conflict_do_nothing()
+            .returning(self._table.c.id)
         )
+        if inserted is None:
+            return None
         if not session.info.get(self._session_flag):
             session.info[self._session_flag] = True
             self._tm.after_commit(self._on_commit)
@@ -203,7 +238,7 @@ class SQLAlchemyOutboxStore:
         rows = await self._fetch(
             "claim", limit=limit, lease_ms=lease_ms, token=secrets.token_hex(12)
         )
-        entries = [_entry(row) for row in rows]
+        entries = [outbox_entry(row) for row in rows]
         entries.sort(key=lambda entry: (entry.created_at, entry.id))
         return entries
 
@@ -284,7 +319,7 @@ class SQLAlchemyOutboxStore:
         The caller records it ready only after that transaction commits: a rollback takes
         the new table with it.
         """
-        await lock_for_creation(conn, "outbox", self._table.name)
+        await lock_for_creation(conn, "outbox", self._table.fullname)
         await conn.run_sync(self._schema.metadata.create_all, tables=[self._table])
 
     def _mark_schema_ready(self) -> None:
@@ -322,20 +357,3 @@ class SQLAlchemyOutboxStore:
 
 def _no_one(pid: int) -> bool:
     return False
-
-
-def _entry(row: Row) -> OutboxEntry:
-    """A row of the claim's RETURNING list."""
-    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token, trace = row
-    return OutboxEntry(
-        id=entry_id,
-        type=entry_type,
-        payload=decode_payload(payload),
-        key=key,
-        delay_ms=delay_ms,
-        created_at=to_datetime(created_at),
-        attempts=attempts,
-        lease_token=lease_token,
-        trace_context=trace,
-    )
-

@@ -15,10 +15,13 @@ from typing import Any, Protocol
 import pytest
 
 from jobs.clock import ManualClock
-from jobs.driver import JOB_STATES, LEASE_EXPIRED_ERROR, ClaimedJob, JobDriver, JobRequest
+from jobs.driver import JOB_STATES, LEASE_EXPIRED_ERROR, ClaimedJob, JobDriver
 from jobs.queue import JobQueue
 from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
+
+from .conformance_batches import BatchConformance
+from .requests import new_request
 
 LEASE_MS = 30_000
 ALL = ("t",)
@@ -39,15 +42,6 @@ class DriverHarness(Protocol):
         ...
 
 
-def new_request(
-    job_type: str = "t", payload: Any = None, *, payload_json: str | None = None, **fields: Any
-) -> JobRequest:
-    """A JobRequest with a fresh id and ``max_attempts=3`` unless given."""
-    fields.setdefault("max_attempts", 3)
-    text = payload_json if payload_json is not None else json.dumps(payload)
-    return JobRequest(id=uuid.uuid4().hex, type=job_type, payload=text, **fields)
-
-
 async def enqueue(driver: JobDriver, job_type: str = "t", **fields: Any) -> str:
     job_id = await driver.enqueue(new_request(job_type, **fields))
     assert job_id is not None
@@ -60,7 +54,7 @@ async def claim_one(driver: JobDriver, types: Collection[str] = ALL) -> ClaimedJ
     return claimed[0]
 
 
-class DriverConformance:
+class DriverConformance(BatchConformance):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
     # -- enqueue and inspect -------------------------------------------------------------------
