@@ -131,11 +131,11 @@ def driver_from_url(
                 "--namespace is for redis:// URLs; a SQL store takes --table-prefix"
             )
         from orm_sqlalchemy import SQLAlchemyJobStore
-        from orm_sqlalchemy.schema import DEFAULT_TABLE_PREFIX
 
         normalized = SQL_SCHEMES[scheme] + url[len(scheme) :]
+        prefix = {} if table_prefix is None else {"table_prefix": table_prefix}
         try:
-            return SQLAlchemyJobStore(normalized, table_prefix=table_prefix or DEFAULT_TABLE_PREFIX)
+            return SQLAlchemyJobStore(normalized, **prefix)
         except (ValueError, ImportError) as exc:
             raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
     if scheme in REDIS_SCHEMES:
