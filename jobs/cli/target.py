@@ -133,9 +133,10 @@ def driver_from_url(
         from orm_sqlalchemy import SQLAlchemyJobStore
 
         normalized = SQL_SCHEMES[scheme] + url[len(scheme) :]
-        prefix = {} if table_prefix is None else {"table_prefix": table_prefix}
         try:
-            return SQLAlchemyJobStore(normalized, **prefix)
+            if table_prefix is None:
+                return SQLAlchemyJobStore(normalized)
+            return SQLAlchemyJobStore(normalized, table_prefix=table_prefix)
         except (ValueError, ImportError) as exc:
             raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
     if scheme in REDIS_SCHEMES:
