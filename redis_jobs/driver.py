@@ -74,6 +74,7 @@ from jobs.driver import (
     JobStateCounts,
 )
 from jobs.errors import DriverError
+from jobs.operations import OperationsNotImplemented
 from jobs.payload import decode_payload
 from jobs.settings import Retention
 
@@ -97,7 +98,7 @@ SAFE_MEMORY_POLICY = "noeviction"
 """The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
-class RedisJobDriver:
+class RedisJobDriver(OperationsNotImplemented):
     """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
 
     def __init__(
@@ -266,7 +267,9 @@ class RedisJobDriver:
         keys = self._keys
         names = [keys.counts, keys.completed, keys.failed]
         reply = await self._scripts.call("counts", names, [self._now()])
-        return dict(zip(JOB_STATES, (int(value) for value in reply), strict=True))
+        counts = dict.fromkeys(JOB_STATES, 0)
+        counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
+        return counts
 
     # -- wake-up and close ---------------------------------------------------------------------
 
