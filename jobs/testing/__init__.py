@@ -23,11 +23,11 @@ providing a ``driver_harness`` fixture (needs pytest and pytest-asyncio)::
 from .app_context import (
     TEST_CLOCK,
     JobsTestConfiguration,
-    RecordingJobDriver,
     builder_for_tests,
     run_schedules,
 )
 from .conformance import DriverConformance, DriverHarness
+from .operations import OPERATIONS_CASES, OperationsConformance
 from .requests import new_request
 from .run import JobRun, RunJobsError, run_jobs
 from .waiting import EnqueuedJob, assert_enqueued, enqueued
@@ -43,10 +43,11 @@ __all__ = [
     "EnqueuedJob",
     "RunJobsError",
     "JobsTestConfiguration",
-    "RecordingJobDriver",
     "TEST_CLOCK",
     # driver conformance
+    "OPERATIONS_CASES",
     "DriverConformance",
     "DriverHarness",
+    "OperationsConformance",
     "new_request",
 ]

@@ -3,7 +3,7 @@
 ``builder_for_tests(configurations, clock=...)`` is the application's own builder with a few beans
 replaced on purpose (``@configuration(overrides=True)``):
 
-* ``job_driver``: an in-process driver (``RecordingJobDriver``) reading the test's ManualClock
+* ``job_driver``: an ``InProcessJobDriver`` reading the test's ManualClock
   (backoffs and delays wait for the clock, not for the wall);
 * ``job_runner`` and ``outbox_relay``: the application's settings with ``auto_start`` off, so
   nothing claims jobs behind the test's back: ``run_jobs`` runs them when the test says so;
@@ -16,14 +16,13 @@ is the application's own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
 
 from framework import ApplicationBuilder, ApplicationContext, Token, configuration, entry
 
 from ..autoconfig import JobsAutoConfiguration
 from ..clock import ManualClock
-from ..driver import JobDriver, JobRequest
+from ..driver import JobDriver
 from ..handlers import JobHandlerRegistry
 from ..inprocess import InProcessJobDriver
 from ..outbox import JobOutboxPublisher, OutboxStore
@@ -44,26 +43,6 @@ TEST_CLOCK: Token[ManualClock] = Token("jobs_test_clock")
 """The ManualClock of a testing context (``builder_for_tests``)."""
 
 
-class RecordingJobDriver(InProcessJobDriver):
-    """The in-process driver of testing contexts; it remembers the id of every job it stored,
-    so ``enqueued`` can list them through ``get_job``, the SPI every driver has."""
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.stored: dict[str, None] = {}
-
-    async def enqueue(self, job: JobRequest) -> str | None:
-        job_id = await super().enqueue(job)
-        if job_id is not None:
-            self.stored[job_id] = None
-        return job_id
-
-    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
-        ids = await super().enqueue_many(jobs)
-        self.stored.update((job_id, None) for job_id in ids if job_id is not None)
-        return ids
-
-
 @configuration(overrides=True)
 class JobsTestConfiguration:
     """The beans a test replaces; see the module docstring."""
@@ -74,7 +53,7 @@ class JobsTestConfiguration:
 
     @entry(JOB_DRIVER)
     def job_driver(self, jobs_test_clock: ManualClock, jobs_settings: JobsSettings) -> JobDriver:
-        return RecordingJobDriver(
+        return InProcessJobDriver(
             clock=jobs_test_clock,
             retain_completed_ms=jobs_settings.retain_completed_ms,
             retain_failed_ms=jobs_settings.retain_failed_ms,

@@ -27,7 +27,8 @@ from ..queue import JobQueue
 from ..runner import JobRunner
 from ..settings import JobsSettings
 from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOBS_SETTINGS, OUTBOX_RELAY
-from .app_context import TEST_CLOCK, RecordingJobDriver
+from .app_context import TEST_CLOCK
+from .waiting import pending_jobs
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RUNS = 1_000
@@ -200,19 +201,13 @@ class _Watch:
         await self._idle.wait()
 
     async def next_due(self, now_ms: int, types: Collection[str]) -> int | None:
-        """The earliest future run_at of a pending job of ``types``: a retry's backoff, or a
-        delayed job (those of a RecordingJobDriver: a testing context's)."""
-        known = dict(self.ran)
-        if isinstance(self._driver, RecordingJobDriver):
-            known.update(self._driver.stored)
-        times: list[int] = []
-        for job_id in known:
-            info = await self._driver.get_job(job_id)
-            if info is None or info.state != "pending" or info.type not in types:
-                continue
-            run_at = to_epoch_ms(info.run_at)
-            if run_at > now_ms:
-                times.append(run_at)
+        """The earliest future run_at of a pending job of ``types`` (a retry's backoff, a
+        delayed job, a scheduled occurrence)."""
+        times = [
+            run_at
+            for info in await pending_jobs(self._driver)
+            if info.type in types and (run_at := to_epoch_ms(info.run_at)) > now_ms
+        ]
         return min(times, default=None)
 
     async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:

@@ -18,7 +18,6 @@ from ..driver import JobDriver, JobInfo
 from ..handlers import JobHandlerRegistry
 from ..queue import JobQueue
 from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY
-from .app_context import RecordingJobDriver
 
 _PAGE = 500
 
@@ -43,7 +42,7 @@ async def enqueued(
     *,
     key: str | None = None,
 ) -> list[EnqueuedJob]:
-    """The pending jobs of ``target``, by run_at then in enqueue order; only those of
+    """The pending jobs of ``target``, by run_at, then oldest first; only those of
     ``type``, with ``payload`` (equal once decoded; a mapping or a model when the type has a
     definition) and ``key``, when given."""
     driver, registry = _parts(target)
@@ -51,7 +50,7 @@ async def enqueued(
     wanted = None if payload is None or definition is None else definition.validate(payload)
     job_type = type.type if isinstance(type, JobDefinition) else type
     found: list[EnqueuedJob] = []
-    for info in await _pending(driver, job_type):
+    for info in await pending_jobs(driver, job_type):
         if key is not None and info.key != key:
             continue
         job = _decoded(info, definition or _definition(info.type, registry))
@@ -107,37 +106,21 @@ def _definition(
     return handler.options.definition if handler is not None else None
 
 
-async def _pending(driver: JobDriver, job_type: str | None) -> list[JobInfo]:
-    if isinstance(driver, RecordingJobDriver):
-        infos = [await driver.get_job(job_id) for job_id in driver.stored]
-        pending = [
-            info
-            for info in infos
-            if info is not None
-            and info.state == "pending"
-            and (job_type is None or info.type == job_type)
-        ]
-    else:
-        pending = list(reversed(await _listed(driver, job_type)))  # listed newest first
-    return sorted(pending, key=lambda info: info.run_at)  # stable: enqueue order within a time
-
-
-async def _listed(driver: JobDriver, job_type: str | None) -> list[JobInfo]:
-    """Every pending job through the operations SPI (``list_jobs``), page by page."""
-    list_jobs = getattr(driver, "list_jobs", None)
-    if list_jobs is None:
-        raise TypeError(
-            f"{driver!r} cannot list its jobs: use a testing context (jobs.testing) or a "
-            "driver with list_jobs"
-        )
+async def pending_jobs(driver: JobDriver, job_type: str | None = None) -> list[JobInfo]:
+    """Every pending job (of ``job_type``), by run_at, then oldest first (to the
+    millisecond), through the operations SPI (``list_jobs``), page by page."""
     found: list[JobInfo] = []
     cursor: str | None = None
     while True:
-        page = await list_jobs(state="pending", job_type=job_type, limit=_PAGE, cursor=cursor)
+        page = await driver.list_jobs(
+            state="pending", job_type=job_type, limit=_PAGE, cursor=cursor
+        )
         found.extend(page.jobs)
         cursor = page.next_cursor
         if cursor is None:
-            return found
+            break
+    found.reverse()  # listed newest first
+    return sorted(found, key=lambda info: info.run_at)  # stable: creation order within a time
 
 
 def _decoded(info: JobInfo, definition: JobDefinition[Any] | None) -> EnqueuedJob:
