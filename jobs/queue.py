@@ -41,6 +41,8 @@ class NewJob:
     max_attempts: int | None = None
     timeout_ms: int | None = None
     key: str | None = None
+    trace_context: str | None = None
+    """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
 
 
 class JobQueue:
@@ -118,6 +120,7 @@ class JobQueue:
                         max_attempts=job.max_attempts,
                         timeout_ms=job.timeout_ms,
                         key=job.key,
+                        trace_context=job.trace_context,
                     )
                 )
             except ValueError as exc:
@@ -137,6 +140,7 @@ class JobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        trace_context: str | None = None,
     ) -> JobRequest:
         """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
@@ -163,7 +167,7 @@ class JobQueue:
             key=key,
             delay_ms=delay_ms or 0,
             run_at_ms=to_epoch_ms(run_at) if run_at is not None else None,
-            trace_context=current_traceparent(),
+            trace_context=trace_context if trace_context is not None else current_traceparent(),
         )
 
     # -- operating it --------------------------------------------------------------------------
