@@ -7,6 +7,9 @@ anything safe.
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -71,13 +74,35 @@ def pretty_json(value: Any) -> str:
 
 
 def tail(text: str | None, lines: int = TRACEBACK_TAIL_LINES) -> str:
-    """The error's message line and the last ``lines`` lines of its traceback."""
+    """The error's message line and the last ``lines`` lines of its traceback (paths shortened)."""
     if not text:
         return ""
-    rows = text.rstrip("\n").split("\n")
+    roots = _import_roots()
+    rows = [_short_path(row, roots) for row in text.rstrip("\n").split("\n")]
     if len(rows) <= lines:
         return "\n".join(rows)
     return "\n".join([rows[0], f"  … {len(rows) - lines} lines", *rows[-lines + 1 :]])
+
+
+def _import_roots() -> list[str]:
+    roots = {os.path.join(os.path.abspath(entry), "") for entry in sys.path if entry}
+    return sorted(roots, key=len, reverse=True)
+
+
+_FRAME = re.compile(r'^(\s*File ")([^"]+)(".*)$')
+
+
+def _short_path(row: str, roots: list[str]) -> str:
+    """A traceback frame's file as its import path (``jobs/execution.py``) where it is on
+    ``sys.path`` here: shorter to read, and no machine paths on the page."""
+    match = _FRAME.match(row)
+    if match is None:
+        return row
+    path = match.group(2)
+    for root in roots:
+        if path.startswith(root):
+            return f"{match.group(1)}{path[len(root) :]}{match.group(3)}"
+    return row
 
 
 def first_line(text: str | None, width: int = 120) -> str:

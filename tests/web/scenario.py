@@ -8,21 +8,31 @@ is set; ``import.csv`` fails with markup in its error; ``report.nightly`` has a 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from framework import ApplicationBuilder, ApplicationContext, configuration, entry
 from jobs import (
+    JOB_DRIVER,
     JOB_RUNNER,
     JOBS_SETTINGS,
+    JobContext,
+    JobDriver,
     JobQueue,
     JobsAutoConfiguration,
     JobsSettings,
+    ManualClock,
     job_handler,
 )
 
 XSS = '<script>window.__xss = "ran"</script><img src=x onerror="window.__xss = \'ran\'">'
+
+CRM_ERRORS = [
+    TimeoutError("crm.example.com did not answer within 10 s"),
+    ConnectionResetError("connection reset by crm.example.com"),
+    PermissionError("crm.example.com: 403 Forbidden (API token revoked?)"),
+]
 
 
 class Handlers:
@@ -38,6 +48,10 @@ class Handlers:
     async def build(self, payload: Any) -> None:
         if not self.fixed.is_set():
             raise ConnectionError(f"warehouse timed out building report {payload['month']}")
+
+    @job_handler("crm.sync", max_attempts=3)
+    async def sync(self, payload: Any, ctx: JobContext) -> None:
+        raise CRM_ERRORS[min(ctx.attempt, len(CRM_ERRORS)) - 1]
 
     @job_handler("import.csv", max_attempts=1)
     async def load(self, payload: Any) -> None:
@@ -60,9 +74,19 @@ class DashboardScenario:
 
 
 @asynccontextmanager
-async def scenario_context() -> AsyncIterator[ApplicationContext]:
-    """The scenario's context (in-process driver) with its runner started; closed after."""
-    context = await ApplicationBuilder([JobsAutoConfiguration, DashboardScenario]).run()
+async def scenario_context(driver: JobDriver | None = None) -> AsyncIterator[ApplicationContext]:
+    """The scenario's context with its runner started (on ``driver``, by default in-process)."""
+    classes: list[type] = [JobsAutoConfiguration, DashboardScenario]
+    if driver is not None:
+
+        @configuration
+        class GivenDriver:
+            @entry(JOB_DRIVER)
+            def job_driver(self) -> JobDriver:
+                return driver
+
+        classes.append(GivenDriver)
+    context = await ApplicationBuilder(classes).run()
     try:
         context.get_value(JOB_RUNNER).start()
         yield context
@@ -94,3 +118,24 @@ async def populate(queue: JobQueue, *, emails: int = 24) -> dict[str, str]:
 def _id(job_id: str | None) -> str:
     assert job_id is not None
     return job_id
+
+
+async def busy_hour(
+    queue: JobQueue, clock: ManualClock, settle: Callable[[], Awaitable[None]]
+) -> None:
+    """An hour of traffic on a driver whose manual clock starts an hour ago, a minute at a time.
+
+    ``settle`` waits until the runner has run everything due (so each job finishes in its minute).
+    """
+    for number in range(3):  # a type no worker handles yet: due, and waiting since the start
+        await queue.enqueue("invoice.export", {"invoice": 1000 + number})
+    for minute in range(60):
+        burst = 6 + (minute * 7) % 11 + (12 if 35 <= minute <= 42 else 0)
+        for number in range(burst):
+            await queue.enqueue("email.send", {"to": f"user{minute}-{number}@example.com"})
+        if minute == 51:
+            await queue.enqueue("crm.sync", {"account": 4711, "fields": ["email", "plan"]})
+        if minute % 9 == 4:
+            await queue.enqueue("report.build", {"month": f"2026-{minute % 12 + 1:02}"})
+        await settle()
+        clock.advance(60_000)
