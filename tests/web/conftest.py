@@ -88,8 +88,8 @@ async def csrf_token(client: httpx.AsyncClient, path: str = "/") -> str:
     return match.group(1)
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
+@asynccontextmanager
+async def launched_chromium() -> AsyncIterator[Any]:
     """Headless Chromium from the system package (Debian's ``chromium``), no download."""
     from playwright.async_api import async_playwright
 
