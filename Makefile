@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-all lint typecheck bench clean
+.PHONY: install run test test-all lint typecheck bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test-all: lint typecheck
 
 bench: install
 	$(BIN)/python -m benchmarks
+
+# SIGKILL and outbox chaos on SQLite, PostgreSQL and Redis; one table (jobs.testing.chaos).
+chaos: install
+	$(BIN)/python -m jobs.testing.chaos
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

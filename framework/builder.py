@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from dependency_injector import containers, providers
 
@@ -15,14 +15,22 @@ from .errors import (
     BeanCloseError,
     BeanCreationError,
     BeanDefinitionError,
+    BeanNotFoundError,
     CircularDependencyError,
     DuplicateBeanError,
     LifecycleError,
     MissingDependencyError,
 )
 from .lifecycle import Lifecycle, call_maybe_async
+from .tokens import Token, bean_name
+
+T = TypeVar("T")
 
 CONTEXT_PARAMETER = "context"
+
+
+Standing = Literal["auto", "user", "override"]
+"""How a definition stands against another of the same name: override > user > auto."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +40,7 @@ class BeanDefinition:
     name: str
     factory: Callable[..., Any]
     origin: str
-    auto: bool
+    standing: Standing
     when_bean: str | None
     parameters: tuple[inspect.Parameter, ...]
 
@@ -41,18 +49,62 @@ class ApplicationBuilder:
     """Builds an ApplicationContext from ``@configuration`` classes.
 
     >>> context = await ApplicationBuilder([JobsAutoConfiguration, AppConfiguration]).run()
+
+    Replacing beans on purpose (tests, a deployment's tweaks) goes through ``override``;
+    two ordinary entries with one name still fail ``run()`` naming both:
+
+    >>> builder = ApplicationBuilder(configs).override(TestDoubles).override(JOB_DRIVER, driver)
     """
 
     def __init__(self, configurations: Iterable[type]) -> None:
         self._configurations = tuple(configurations)
+        self._overrides: tuple[type, ...] = ()
+        self._values: tuple[tuple[str, object], ...] = ()
 
-    async def run(self) -> ApplicationContext:
+    @overload
+    def override(self, key: Token[T], bean: T, /) -> ApplicationBuilder: ...
+
+    @overload
+    def override(self, key: str, bean: object, /) -> ApplicationBuilder: ...
+
+    @overload
+    def override(self, *configurations: type) -> ApplicationBuilder: ...
+
+    def override(self, *args: Any) -> ApplicationBuilder:
+        """A builder whose given beans replace those of the same name, whatever their standing.
+
+        ``override(Config, ...)`` adds configurations whose entries replace beans of the same
+        name (or add new ones), as ``@configuration(overrides=True)`` does; later overrides win
+        over earlier ones. ``override(token_or_name, bean)`` replaces one bean by an object
+        made elsewhere (closed with the context like any bean); a name no entry defines is an
+        error that suggests the closest known one. The builder it is called on is unchanged.
+        """
+        copy = ApplicationBuilder(self._configurations)
+        copy._overrides, copy._values = self._overrides, self._values
+        if args and isinstance(args[0], Token | str):
+            if len(args) != 2:
+                raise TypeError("override(token_or_name, bean) takes exactly one bean")
+            copy._values = (*self._values, (bean_name(args[0]), args[1]))
+            return copy
+        for candidate in args:
+            configuration_spec(candidate)  # BeanDefinitionError if it is not a configuration
+        copy._overrides = (*self._overrides, *args)
+        return copy
+
+    @property
+    def configurations(self) -> tuple[type, ...]:
+        """The configuration classes, in the order given."""
+        return self._configurations
+
+    async def run(self, *, start: bool = True) -> ApplicationContext:
         """Create every bean in dependency order, then start auto-startup lifecycle beans.
 
-        Whatever fails, nothing leaks: beans already started are stopped and beans already
-        created are closed before the error is raised.
+        With ``start=False`` no lifecycle bean is started: the caller starts what it needs
+        (a command-line tool reading the store, a worker that leaves its scheduler off) with
+        ``start_lifecycles``. Whatever fails, nothing leaks: beans already started are stopped
+        and beans already created are closed before the error is raised.
         """
-        definitions = _resolve_conditions(_merge(self._definitions()))
+        definitions = _resolve_conditions(self._merged())
         order = _dependency_order(definitions)
         context = ApplicationContext()
         container = containers.DynamicContainer()
@@ -71,12 +123,36 @@ class ApplicationBuilder:
             }
             container.set_provider(name, providers.Singleton(definition.factory, **kwargs))
         await _instantiate(context, container, order)
-        await _start_lifecycles(context)
+        if start:
+            await start_lifecycles(context)
         return context
 
-    def _definitions(self) -> list[BeanDefinition]:
+    def _merged(self) -> dict[str, BeanDefinition]:
+        definitions = _merge(
+            [
+                *self._definitions(self._configurations, forced=False),
+                *self._definitions(self._overrides, forced=True),
+            ]
+        )
+        for name, bean in self._values:
+            if name not in definitions:
+                raise BeanNotFoundError(
+                    name, list(definitions), what="override(...) replaces no bean named"
+                )
+            definitions[name] = BeanDefinition(
+                name=name,
+                factory=_constant(bean),
+                origin=f"ApplicationBuilder.override({name!r}, ...)",
+                standing="override",
+                when_bean=None,
+                parameters=(),
+            )
+        return definitions
+
+    @staticmethod
+    def _definitions(configurations: Sequence[type], *, forced: bool) -> list[BeanDefinition]:
         found: list[BeanDefinition] = []
-        for candidate in self._configurations:
+        for candidate in configurations:
             spec = configuration_spec(candidate)
             try:
                 instance = candidate()
@@ -84,6 +160,9 @@ class ApplicationBuilder:
                 raise BeanDefinitionError(
                     f"configuration {candidate.__qualname__} could not be built: {exc}"
                 ) from exc
+            standing: Standing = (
+                "override" if forced or spec.overrides else "auto" if spec.auto else "user"
+            )
             for attr, entry_spec in spec.entries:
                 factory = getattr(instance, attr)
                 found.append(
@@ -91,7 +170,7 @@ class ApplicationBuilder:
                         name=entry_spec.name or attr,
                         factory=factory,
                         origin=f"{candidate.__qualname__}.{attr}",
-                        auto=spec.auto,
+                        standing=standing,
                         when_bean=entry_spec.when_bean,
                         parameters=tuple(inspect.signature(factory).parameters.values()),
                     )
@@ -99,17 +178,24 @@ class ApplicationBuilder:
         return found
 
 
+def _constant(bean: object) -> Callable[[], object]:
+    return lambda: bean
+
+
 def _merge(found: Sequence[BeanDefinition]) -> dict[str, BeanDefinition]:
-    """User entries replace auto-configured ones of the same name, whatever the order."""
-    user: dict[str, BeanDefinition] = {}
-    auto: dict[str, BeanDefinition] = {}
+    """Overrides replace user entries, which replace auto-configured ones, whatever the order.
+
+    Two auto entries or two user entries with one name are an error naming both; of two
+    overrides of one name the later wins.
+    """
+    tables: dict[Standing, dict[str, BeanDefinition]] = {"auto": {}, "user": {}, "override": {}}
     for definition in found:
-        table = auto if definition.auto else user
+        table = tables[definition.standing]
         existing = table.get(definition.name)
-        if existing is not None:
+        if existing is not None and definition.standing != "override":
             raise DuplicateBeanError(definition.name, existing.origin, definition.origin)
         table[definition.name] = definition
-    return {**auto, **user}
+    return {**tables["auto"], **tables["user"], **tables["override"]}
 
 
 def _resolve_conditions(definitions: dict[str, BeanDefinition]) -> dict[str, BeanDefinition]:
@@ -177,11 +263,17 @@ async def _instantiate(
         context._record_created(name, bean)
 
 
-async def _start_lifecycles(context: ApplicationContext) -> None:
+async def start_lifecycles(
+    context: ApplicationContext, select: Callable[[str, Lifecycle], bool] | None = None
+) -> None:
+    """Start lifecycle beans in ascending phase: the auto-startup ones, or those ``select``
+    accepts (given the bean's name and the bean). A failure closes the context and raises
+    LifecycleError naming the bean."""
     startable = [
         (name, bean)
         for name, bean in context.beans()
-        if isinstance(bean, Lifecycle) and bean.auto_startup
+        if isinstance(bean, Lifecycle)
+        and (bean.auto_startup if select is None else select(name, bean))
     ]
     startable.sort(key=lambda item: item[1].phase)
     for name, bean in startable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from .errors import BeanDefinitionError
 from .tokens import Token
@@ -27,10 +27,14 @@ class EntrySpec:
 
 @dataclass(frozen=True, slots=True)
 class ConfigurationSpec:
-    """What ``@configuration`` records on a class."""
+    """What ``@configuration`` records on a class: its standing and its entries.
+
+    ``auto`` entries are defaults; ``overrides`` ones replace beans of the same name on purpose.
+    """
 
     auto: bool
     entries: tuple[tuple[str, EntrySpec], ...]
+    overrides: bool = False
 
 
 def entry(
@@ -68,21 +72,49 @@ def entry(
     return decorate
 
 
-def _collect(cls: type, *, auto: bool) -> ConfigurationSpec:
-    entries: list[tuple[str, EntrySpec]] = []
-    for attr, value in vars(cls).items():
-        spec = getattr(value, _ENTRY_ATTR, None)
-        if isinstance(spec, EntrySpec):
-            entries.append((attr, spec))
-    return ConfigurationSpec(auto=auto, entries=tuple(entries))
+def _collect(cls: type, *, auto: bool, overrides: bool = False) -> ConfigurationSpec:
+    """The entries of ``cls`` and of its bases, by attribute name.
+
+    Bases are read from the most distant to ``cls`` itself, so a subclass that redefines an
+    entry method replaces it (an undecorated redefinition keeps the base's ``@entry``), and an
+    entry of a subclass replaces a base entry that defines the same bean name.
+    """
+    by_attr: dict[str, EntrySpec] = {}
+    for klass in reversed(cls.__mro__):
+        for attr, value in vars(klass).items():
+            spec = getattr(value, _ENTRY_ATTR, None)
+            if isinstance(spec, EntrySpec):
+                bean = spec.name or attr
+                for other, other_spec in list(by_attr.items()):
+                    if other != attr and (other_spec.name or other) == bean:
+                        del by_attr[other]
+                by_attr[attr] = spec
+    return ConfigurationSpec(auto=auto, entries=tuple(by_attr.items()), overrides=overrides)
 
 
-def configuration(cls: C) -> C:
-    """Mark a class whose ``@entry`` methods define beans. It is built with no arguments."""
-    if not inspect.isclass(cls):
-        raise BeanDefinitionError(f"@configuration decorates a class, got {cls!r}")
-    setattr(cls, _CONFIG_ATTR, _collect(cls, auto=False))
-    return cls
+@overload
+def configuration(cls: C, /) -> C: ...
+
+
+@overload
+def configuration(*, overrides: bool = False) -> Callable[[C], C]: ...
+
+
+def configuration(cls: C | None = None, /, *, overrides: bool = False) -> C | Callable[[C], C]:
+    """Mark a class whose ``@entry`` methods define beans. It is built with no arguments.
+
+    Entries of base classes are inherited. ``@configuration(overrides=True)`` marks a
+    configuration whose entries replace beans of the same name on purpose (test doubles, a
+    deployment's tweaks): without it, two user entries with one name fail ``run()``.
+    """
+
+    def decorate(target: C) -> C:
+        if not inspect.isclass(target):
+            raise BeanDefinitionError(f"@configuration decorates a class, got {target!r}")
+        setattr(target, _CONFIG_ATTR, _collect(target, auto=False, overrides=overrides))
+        return target
+
+    return decorate if cls is None else decorate(cls)
 
 
 def auto_configuration(cls: C) -> C:

@@ -14,7 +14,14 @@ FrameworkError
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
+
+
+def suggestion(name: str, known: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to ``name``, or nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class FrameworkError(Exception):
@@ -35,13 +42,13 @@ class DuplicateBeanError(BeanDefinitionError):
 
 
 class BeanNotFoundError(FrameworkError, LookupError):
-    """The context has no bean of that name."""
+    """The context has no bean of that name; the message suggests the closest known one."""
 
-    def __init__(self, name: str, known: Sequence[str]) -> None:
+    def __init__(self, name: str, known: Sequence[str], *, what: str = "no bean named") -> None:
         self.name = name
         self.known = tuple(known)
         listed = ", ".join(sorted(known)) or "(none)"
-        super().__init__(f"no bean named {name!r}; known beans: {listed}")
+        super().__init__(f"{what} {name!r}{suggestion(name, known)}; known beans: {listed}")
 
 
 class MissingDependencyError(FrameworkError):
@@ -52,7 +59,8 @@ class MissingDependencyError(FrameworkError):
         self.parameter = parameter
         listed = ", ".join(sorted(known)) or "(none)"
         super().__init__(
-            f"bean {bean!r} needs {parameter!r}, which no entry defines; known beans: {listed}"
+            f"bean {bean!r} needs {parameter!r}, which no entry defines"
+            f"{suggestion(parameter, known)}; known beans: {listed}"
         )
 
 

@@ -7,7 +7,9 @@ from .definitions import JobDefinition, define_job
 from .driver import (
     JOB_STATES,
     LEASE_EXPIRED_ERROR,
+    MAX_ERRORS_KEPT,
     ClaimedJob,
+    FailedAttempt,
     JobDriver,
     JobInfo,
     JobRequest,
@@ -29,10 +31,17 @@ from .errors import (
 )
 from .handlers import JobHandlerRegistry, RegisteredHandler, job_handler
 from .inprocess import InProcessJobDriver
+from .operations import (
+    JobPage,
+    JobTypeStats,
+    OperationsNotImplemented,
+    WorkerInfo,
+    WorkerRegistration,
+)
 from .outbox import JobOutboxPublisher, OutboxEntry, OutboxPublisher, OutboxStore
 from .outbox_relay import OutboxRelay
 from .payload import check_payload, encode_payload
-from .queue import JobQueue
+from .queue import JobQueue, NewJob
 from .retry import Backoff, exponential_backoff
 from .runner import JobRunner
 from .schedule import Schedule
@@ -63,6 +72,7 @@ __all__ = [
     "JobsSettings",
     # producing and handling
     "JobQueue",
+    "NewJob",
     "JobDefinition",
     "define_job",
     "job_handler",
@@ -81,9 +91,17 @@ __all__ = [
     "JobRequest",
     "ClaimedJob",
     "JobInfo",
+    "FailedAttempt",
     "JobState",
     "JOB_STATES",
     "LEASE_EXPIRED_ERROR",
+    "MAX_ERRORS_KEPT",
+    # operating it
+    "JobPage",
+    "JobTypeStats",
+    "WorkerInfo",
+    "WorkerRegistration",
+    "OperationsNotImplemented",
     "InProcessJobDriver",
     "Clock",
     "ManualClock",

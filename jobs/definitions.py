@@ -62,6 +62,17 @@ def define_job(
     return JobDefinition(type, schema, max_attempts, timeout_ms)
 
 
+def resolve_job(
+    type_or_definition: str | JobDefinition[Any], payload: Any, kind: str
+) -> tuple[str, Any]:
+    """The job type and the JSON-ready payload: validated against the definition when one is
+    given (PayloadValidationError), the type string checked otherwise (JobTypeError naming
+    ``kind``). Nothing is encoded yet: the caller applies its own size limit."""
+    if isinstance(type_or_definition, JobDefinition):
+        return type_or_definition.type, type_or_definition.to_json_value(payload)
+    return check_name(kind, type_or_definition, MAX_TYPE_LENGTH), payload
+
+
 def _describe(error: Any) -> str:
     path = "payload" + "".join(f"[{json.dumps(part)}]" for part in error.get("loc", ()))
     return f"{path}: {error.get('msg', 'invalid')}"

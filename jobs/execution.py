@@ -1,12 +1,12 @@
-"""One attempt of a claimed job: call the handler, keep its lease alive, settle the outcome.
+"""One attempt of a claimed job: call the handler, decide the outcome, have it settled.
 
 The handler runs inside the attempt's own task (sync handlers in a worker thread, awaited from
 it). At the timeout the task is cancelled and ``ctx.signal`` set; a handler that swallows the
-cancellation is given ``timeout_grace_ms``, after which the runner settles the job without it
-(the attempt is *detached*). A heartbeat that finds the lease gone interrupts the handler the
-same way and nothing is settled: the job belongs to its new holder. Heartbeats are timers on
-the runner's loop; before settling, the attempt waits for a heartbeat in flight, so a late beat
-never lands after the job was settled.
+cancellation is given ``timeout_grace_ms``, after which the attempt is *detached*: its
+``on_detach`` callback (the runner) settles the job without it. A heartbeat that finds the
+lease gone (``leases.LeaseKeeper``) interrupts the handler the same way and nothing is settled:
+the job belongs to its new holder. The store calls themselves go through ``settling.Settler``.
+An attempt knows the services it is given (``AttemptServices``), never the runner.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
@@ -22,7 +24,10 @@ from loguru import logger
 from .context import AbortSignal, JobContext
 from .driver import ClaimedJob
 from .errors import JobTimeoutError, LeaseExpiredError, PayloadValidationError
+from .leases import Lease, LeaseKeeper
 from .payload import decode_payload
+from .retry import Backoff
+from .settling import Settler
 from .telemetry import (
     activate,
     deactivate,
@@ -37,16 +42,26 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from .handlers import RegisteredHandler
-    from .runner import JobRunner
 
 Outcome = Literal["completed", "retry", "failed", "lease_lost", "detached"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptServices:
+    """What every attempt of one runner shares."""
+
+    settler: Settler
+    leases: LeaseKeeper
+    executor: Executor
+    backoff: Backoff
+    timeout_grace_ms: int
+    on_detach: Callable[[Attempt], None]
 
 
 class Attempt:
     """A claimed job's execution, from handler call to settle."""
 
     __slots__ = (
-        "_beat_task",
         "_grace_handle",
         "_settling",
         "_started",
@@ -54,9 +69,8 @@ class Attempt:
         "detached",
         "handler",
         "job",
-        "last_beat",
-        "lease_lost",
-        "runner",
+        "lease",
+        "services",
         "signal",
         "span",
         "task",
@@ -64,8 +78,10 @@ class Attempt:
         "timeout_ms",
     )
 
-    def __init__(self, runner: JobRunner, job: ClaimedJob, handler: RegisteredHandler) -> None:
-        self.runner = runner
+    def __init__(
+        self, job: ClaimedJob, handler: RegisteredHandler, services: AttemptServices
+    ) -> None:
+        self.services = services
         self.job = job
         self.handler = handler
         self.signal = AbortSignal()
@@ -73,14 +89,16 @@ class Attempt:
         self.task: asyncio.Task[Outcome] | None = None
         self.span: Span | None = None
         self.timed_out = False
-        self.lease_lost = False
+        self.lease: Lease | None = None
         self.detached = False
         self._settling = False
         self._started = 0.0
         self._timeout_handle: asyncio.TimerHandle | None = None
         self._grace_handle: asyncio.TimerHandle | None = None
-        self.last_beat = 0.0
-        self._beat_task: asyncio.Task[None] | None = None
+
+    @property
+    def lease_lost(self) -> bool:
+        return self.lease is not None and self.lease.lost
 
     @property
     def max_attempts(self) -> int:
@@ -92,17 +110,22 @@ class Attempt:
         self.span = span = start_job_span(self.job)
         token = activate(span)
         loop = asyncio.get_running_loop()
-        self.last_beat = loop.time()
+        leases = self.services.leases
+        self.lease = lease = leases.hold(self.job, self._on_lease_lost)
         if self.timeout_ms is not None:
             self._timeout_handle = loop.call_later(self.timeout_ms / 1000, self._on_timeout)
         try:
-            error = await self._call_handler()
+            try:
+                error = await self._call_handler()
+            finally:
+                deactivate(token)
+                self._cancel_timers()
+            if self.detached:  # settled through on_detach after the grace period
+                return "detached"
+            return await self.finish(error)
         finally:
-            deactivate(token)
-            self._cancel_timers()
-        if self.detached:  # settled by the runner after the grace period
-            return "detached"
-        return await self.finish(error)
+            if not self.detached:
+                leases.release(lease)
 
     async def _call_handler(self) -> BaseException | None:
         result: BaseException | None = None
@@ -134,7 +157,7 @@ class Attempt:
             await handler.function(*args)
             return
         await asyncio.get_running_loop().run_in_executor(
-            self.runner.executor, _call_in, contextvars.copy_context(), handler.function, args
+            self.services.executor, _call_in, contextvars.copy_context(), handler.function, args
         )
 
     # -- interruptions -------------------------------------------------------------------------
@@ -150,7 +173,7 @@ class Attempt:
         if task is None or task.done() or self._settling:
             return
         task.cancel()
-        grace_s = self.runner.settings.timeout_grace_ms / 1000
+        grace_s = self.services.timeout_grace_ms / 1000
         self._grace_handle = asyncio.get_running_loop().call_later(grace_s, self._detach)
 
     def _detach(self) -> None:
@@ -158,7 +181,7 @@ class Attempt:
         if self.task is None or self.task.done() or self._settling:
             return
         self.detached = True
-        self.runner.detach(self)
+        self.services.on_detach(self)
 
     def _on_shutdown(self) -> None:
         self.signal.set("shutdown")
@@ -169,68 +192,40 @@ class Attempt:
             if handle is not None:
                 handle.cancel()
 
-    # -- heartbeats ----------------------------------------------------------------------------
-
-    def beat_if_due(self, now: float, interval_s: float) -> None:
-        """Called by the runner's heartbeat sweep: send a beat if the last is old enough."""
-        if self._settling or now - self.last_beat < interval_s:
-            return
-        beat = self._beat_task
-        if beat is None or beat.done():
-            self.last_beat = now
-            self._beat_task = asyncio.get_running_loop().create_task(self._send_beat())
-
-    async def _send_beat(self) -> None:
-        job, runner = self.job, self.runner
-        try:
-            held = await runner.driver.heartbeat(job.id, job.lease_token, runner.lease_ms)
-        except Exception as exc:
-            logger.bind(job_id=job.id).warning(
-                "heartbeat for job {} failed, trying again: {}: {}", job.id, type(exc).__name__, exc
-            )
-            held = True
-        if not held:
-            logger.bind(job_id=job.id, job_type=job.type).warning(
-                "job {} ({}) lost its lease; its handler is cancelled", job.type, job.id
-            )
-            self.lease_lost = True
-            self._interrupt("lease lost")
+    def _on_lease_lost(self) -> None:
+        self._interrupt("lease lost")
 
     # -- settle --------------------------------------------------------------------------------
 
     async def finish(self, error: BaseException | None) -> Outcome:
         """Wait for a heartbeat in flight, settle, and end the span."""
         self._settling = True
-        beat = self._beat_task
-        if beat is not None and not beat.done():
-            await asyncio.shield(beat)
-        outcome = await self._settle(error)
+        leases, lease = self.services.leases, self.lease
+        try:
+            if lease is not None:
+                await leases.settling(lease)
+            outcome = await self._settle(error)
+        finally:
+            if lease is not None:
+                leases.release(lease)
         if self.span is not None:
             end_span(self.span, outcome, (time.perf_counter() - self._started) * 1000, error)
         return outcome
 
     async def _settle(self, error: BaseException | None) -> Outcome:
-        job, driver, runner = self.job, self.runner.driver, self.runner
+        job, settler = self.job, self.services.settler
         if self.lease_lost:
             return "lease_lost"
         if error is None:
-            try:
-                done = await driver.complete(job.id, job.lease_token)
-            except Exception:
-                done = await runner.call_store(lambda: driver.complete(job.id, job.lease_token))
-            return "completed" if done else self._refused()
+            return "completed" if await settler.complete(job) else self._refused()
         text = describe_error(error)
         if isinstance(error, PayloadValidationError) or job.attempt >= self.max_attempts:
             log_failure(job, self.max_attempts, error)
-            failed = await runner.call_store(
-                lambda: driver.fail(job.id, job.lease_token, error=text)
-            )
+            failed = await settler.fail(job, error=text)
             return "failed" if failed else self._refused()
-        delay_ms = (self.handler.options.backoff or runner.backoff)(job.attempt)
+        delay_ms = (self.handler.options.backoff or self.services.backoff)(job.attempt)
         log_retry(job, self.max_attempts, delay_ms, error)
-        retried = await runner.call_store(
-            lambda: driver.retry(job.id, job.lease_token, delay_ms=delay_ms, error=text)
-        )
+        retried = await settler.retry(job, delay_ms=delay_ms, error=text)
         return "retry" if retried else self._refused()
 
     def _refused(self) -> Outcome:

@@ -9,17 +9,28 @@ of the same entry is dropped by the queue.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
+
+from pydantic import BaseModel
+
+from .queue import NewJob
 
 if TYPE_CHECKING:
+    from .definitions import JobDefinition
     from .queue import JobQueue
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxEntry:
-    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``."""
+    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``.
+
+    ``trace_context`` is the W3C traceparent of the span that appended it (None outside one).
+    """
 
     id: str
     type: str
@@ -29,16 +40,40 @@ class OutboxEntry:
     created_at: datetime
     attempts: int
     lease_token: str
+    trace_context: str | None = None
 
 
 @runtime_checkable
 class OutboxStore(Protocol):
     """Where outbox entries wait for the relay."""
 
+    @overload
     async def append(
-        self, type: str, payload: Any, *, key: str | None = None, delay_ms: int | None = None
-    ) -> str:
-        """Write an entry through the open transaction; its id. No transaction: an error."""
+        self,
+        type: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None: ...
+
+    @overload
+    async def append(
+        self, type: str, payload: Any = None, *, key: str | None = None, delay_ms: int | None = None
+    ) -> str | None: ...
+
+    async def append(
+        self,
+        type: str | JobDefinition[Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None:
+        """Write an entry through the open transaction, with the caller's trace context
+        (``jobs.telemetry.current_traceparent``); its id, or None when an entry with ``key`` is
+        already there. A definition's model validates ``payload`` before anything is written.
+        No transaction: an error."""
         ...
 
     async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:
@@ -47,6 +82,13 @@ class OutboxStore(Protocol):
 
     async def mark_published(self, entry_id: str, lease_token: str) -> bool:
         """Mark the entry published; False (no write) if the lease token is stale."""
+        ...
+
+    async def mark_published_many(self, entries: Sequence[OutboxEntry]) -> list[str]:
+        """Mark claimed entries published in one statement; the ids marked, in any order.
+
+        An entry whose ``lease_token`` no longer holds it is left as it is (not in the result).
+        """
         ...
 
     async def release(self, entry_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
@@ -67,7 +109,11 @@ class OutboxStore(Protocol):
 
 
 class OutboxPublisher(Protocol):
-    """Anything that can take an entry somewhere (a job queue, a broker)."""
+    """Anything that can take an entry somewhere (a job queue, a broker).
+
+    A publisher may also have ``async publish_many(entries)``, taking a claimed batch at once
+    (all or nothing: it raises if any entry could not be taken); the relay then uses it.
+    """
 
     async def publish(self, entry: OutboxEntry) -> None: ...
 
@@ -86,6 +132,25 @@ class JobOutboxPublisher:
         await self._queue.enqueue(
             entry.type,
             entry.payload,
-            key=entry.key if entry.key is not None else f"outbox:{entry.id}",
+            key=_job_key(entry),
             delay_ms=entry.delay_ms,
         )
+
+    async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
+        """Enqueue the batch in one driver call (``JobQueue.enqueue_many``), each entry keyed."""
+        await self._queue.enqueue_many(
+            [
+                NewJob(
+                    type=entry.type,
+                    payload=entry.payload,
+                    key=_job_key(entry),
+                    delay_ms=entry.delay_ms,
+                    trace_context=entry.trace_context,
+                )
+                for entry in entries
+            ]
+        )
+
+
+def _job_key(entry: OutboxEntry) -> str:
+    return entry.key if entry.key is not None else f"outbox:{entry.id}"

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from . import operations as check
 from .clock import to_epoch_ms
 from .definitions import JobDefinition
-from .driver import JobDriver, JobRequest
+from .driver import JobDriver, JobInfo, JobRequest
+from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
 from .telemetry import current_traceparent
@@ -24,6 +28,21 @@ if TYPE_CHECKING:
 def new_job_id() -> str:
     """32 hex characters: milliseconds since the epoch, then 80 random bits (sorts by time)."""
     return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """One job of a batch for ``JobQueue.enqueue_many``; the fields are ``enqueue``'s."""
+
+    type: str | JobDefinition[Any]
+    payload: Any = None
+    delay_ms: int | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
+    key: str | None = None
+    trace_context: str | None = None
+    """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
 
 
 class JobQueue:
@@ -82,6 +101,35 @@ class JobQueue:
             )
         )
 
+    async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
+        """Store a batch in one driver call; per job, in order, its id or None (key taken).
+
+        A key taken by a live job, or by an earlier job of the batch, gives None (the first
+        wins). Every job is validated before any I/O: one bad payload raises (PayloadError
+        naming the job's index and path) and nothing is stored.
+        """
+        requests = []
+        for index, job in enumerate(jobs):
+            try:
+                requests.append(
+                    self.build_request(
+                        job.type,
+                        job.payload,
+                        delay_ms=job.delay_ms,
+                        run_at=job.run_at,
+                        max_attempts=job.max_attempts,
+                        timeout_ms=job.timeout_ms,
+                        key=job.key,
+                        trace_context=job.trace_context,
+                    )
+                )
+            except ValueError as exc:
+                exc.add_note(f"in job {index} of the batch; nothing was enqueued")
+                raise
+        if not requests:
+            return []
+        return await self.driver.enqueue_many(requests)
+
     def build_request(
         self,
         type_or_definition: str | JobDefinition[Any],
@@ -92,6 +140,7 @@ class JobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        trace_context: str | None = None,
     ) -> JobRequest:
         """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
@@ -118,8 +167,73 @@ class JobQueue:
             key=key,
             delay_ms=delay_ms or 0,
             run_at_ms=to_epoch_ms(run_at) if run_at is not None else None,
-            trace_context=current_traceparent(),
+            trace_context=trace_context if trace_context is not None else current_traceparent(),
         )
+
+    # -- operating it --------------------------------------------------------------------------
+
+    async def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """A page of jobs newest first; ``cursor=page.next_cursor`` for the next one."""
+        return await self.driver.list_jobs(
+            state=check.check_state(state) if state is not None else None,
+            job_type=check.check_type(type) if type is not None else None,
+            limit=check.check_limit(limit),
+            cursor=check.check_cursor(cursor) if cursor is not None else None,
+        )
+
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        return await self.driver.get_job(check.check_job_id(job_id))
+
+    async def find_job(self, *, key: str) -> JobInfo | None:
+        """The job holding idempotency ``key`` (in any state, until retention prunes it)."""
+        return await self.driver.find_job(check.check_key(key))
+
+    async def retry(self, job_id: str) -> bool:
+        """A failed or cancelled job runs again now, with exactly one more attempt.
+
+        True if it moved; False for a job in any other state or an unknown id.
+        """
+        return await self.driver.requeue(check.check_job_id(job_id))
+
+    async def retry_failed(self, type: str | None = None) -> int:
+        """``retry`` every failed job (of ``type``); how many moved."""
+        job_type = check.check_type(type) if type is not None else None
+        return await self.driver.requeue_failed(job_type)
+
+    async def cancel(self, job_id: str) -> bool:
+        """A pending job is cancelled; an active one too, and its handler is interrupted.
+
+        True if it was cancelled; False for a finished job or an unknown id.
+        """
+        return await self.driver.cancel(check.check_job_id(job_id))
+
+    async def purge(
+        self,
+        states: Iterable[str] = ("completed",),
+        type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        """Delete jobs in ``states`` (never ``active``), freeing their keys; how many went."""
+        return await self.driver.purge(
+            check.check_purge_states(states),
+            check.check_type(type) if type is not None else None,
+            check.check_age(older_than_ms) if older_than_ms is not None else None,
+        )
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""
+        return await self.driver.stats()
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The worker processes seen within their last three heartbeat intervals."""
+        return await self.driver.list_workers()
 
     def _max_attempts(
         self, job_type: str, definition: JobDefinition[Any] | None, requested: int | None

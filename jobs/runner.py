@@ -1,17 +1,18 @@
-"""JobRunner: claims jobs its handlers know, runs them concurrently, settles each attempt.
+"""JobRunner: claims jobs its handlers know and runs an attempt of each, concurrently.
 
-The loop: claim as many jobs as there are free slots, start an Attempt for each, and when the
-store has nothing more, wait for the driver's wake-up (``poll_interval_ms`` at most). A failing
-store call is logged and retried with backoff; the loop does not die. ``stop()`` ends claiming
-while attempts in flight go on; ``close()`` also waits for them (up to ``drain_timeout_ms``,
-after which they are cancelled and their jobs left to their leases).
+The loop: claim as many jobs as there are free slots, start an ``Attempt`` for each
+(``execution``), and when the store has nothing more, wait for the driver's wake-up
+(``poll_interval_ms`` at most). Leases are kept by one ``LeaseKeeper`` (``leases``) and
+outcomes settled by one ``Settler`` (``settling``); dependencies run one way, from here down.
+A failing store call is logged and retried with backoff; the loop does not die. ``stop()``
+ends claiming while attempts in flight go on; ``close()`` also waits for them (up to
+``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,12 +20,12 @@ from loguru import logger
 
 from .driver import ClaimedJob, JobDriver
 from .errors import JobsError
-from .execution import Attempt, Outcome
+from .execution import Attempt, AttemptServices, Outcome
 from .handlers import JobHandlerRegistry
-from .retry import DEFAULT_BACKOFF, Backoff, exponential_backoff
+from .leases import LeaseKeeper
+from .retry import DEFAULT_BACKOFF, Backoff
 from .settings import JobsSettings
-
-_STORE_BACKOFF = exponential_backoff(100, 30_000)
+from .settling import STORE_BACKOFF, Settler
 
 
 class JobRunner:
@@ -50,6 +51,16 @@ class JobRunner:
         self.heartbeat_ms = self.settings.effective_heartbeat_ms
         self.executor = ThreadPoolExecutor(
             max_workers=self.settings.concurrency, thread_name_prefix="jobs-handler"
+        )
+        self.settler = Settler(driver, self.lease_ms)
+        self.leases = LeaseKeeper(driver, self.lease_ms, self.heartbeat_ms)
+        self._services = AttemptServices(
+            settler=self.settler,
+            leases=self.leases,
+            executor=self.executor,
+            backoff=backoff,
+            timeout_grace_ms=self.settings.timeout_grace_ms,
+            on_detach=self._detach,
         )
         self.stats: dict[str, int] = dict.fromkeys(
             ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
@@ -88,7 +99,7 @@ class JobRunner:
         loop = asyncio.get_running_loop()
         self._loop_task = loop.create_task(self._claim_loop(), name="jobs.runner.claim-loop")
         if self._beat_task is None:
-            self._beat_task = loop.create_task(self._beat_loop(), name="jobs.runner.heartbeats")
+            self._beat_task = loop.create_task(self.leases.run(), name="jobs.runner.heartbeats")
 
     def stop(self) -> None:
         """Stop claiming; jobs in flight go on. Idempotent."""
@@ -145,7 +156,7 @@ class JobRunner:
                 jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
             except Exception as exc:
                 failures += 1
-                delay_ms = _STORE_BACKOFF(failures)
+                delay_ms = STORE_BACKOFF(failures)
                 logger.opt(exception=exc).error(
                     "claiming jobs failed ({} in a row); retrying in {} ms", failures, delay_ms
                 )
@@ -172,7 +183,7 @@ class JobRunner:
             # Back off, then claim again: a wake-up broken by a store outage must not leave an
             # idle runner deaf for a whole poll interval once the store is back.
             self._wait_failures += 1
-            delay_ms = min(_STORE_BACKOFF(self._wait_failures), self.settings.poll_interval_ms)
+            delay_ms = min(STORE_BACKOFF(self._wait_failures), self.settings.poll_interval_ms)
             logger.opt(exception=exc).error(
                 "waiting for jobs failed ({} in a row); claiming again in {} ms",
                 self._wait_failures,
@@ -181,20 +192,6 @@ class JobRunner:
             await asyncio.sleep(delay_ms / 1000)
         finally:
             self._waiting = False
-
-    async def _beat_loop(self) -> None:
-        """Every half heartbeat interval, beat each attempt not beaten for that long.
-
-        One sweep for all attempts, instead of a timer per job: beats are spaced between half
-        and one ``heartbeat_ms``, well inside the lease. Runs until close, drain included.
-        """
-        interval_s = self.heartbeat_ms / 2000
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval_s)
-            now = loop.time()
-            for attempt in list(self._attempts.values()):
-                attempt.beat_if_due(now, interval_s)
 
     async def _wait_for_slot(self) -> None:
         assert self._slot_freed is not None
@@ -206,7 +203,7 @@ class JobRunner:
         handler = self.registry.get(job.type)
         if handler is None:  # registered types only are claimed; this is a defect, not input
             raise JobsError(f"claimed job type {job.type!r} has no handler")
-        attempt = Attempt(self, job, handler)
+        attempt = Attempt(job, handler, self._services)
         attempt.task = self._track(attempt, attempt.run())
 
     def _track(self, attempt: Attempt, work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
@@ -227,28 +224,9 @@ class JobRunner:
         elif attempt is not None:  # a detached attempt was counted when it was settled
             self.stats[task.result()] += 1
 
-    # -- services for attempts -----------------------------------------------------------------
+    # -- detached attempts ---------------------------------------------------------------------
 
-    async def call_store(self, call: Callable[[], Awaitable[bool]]) -> bool:
-        """A settle call, retried with backoff through store outages while the lease lasts."""
-        deadline = time.monotonic() + self.lease_ms / 1000
-        failures = 0
-        while True:
-            try:
-                return await call()
-            except Exception as exc:
-                failures += 1
-                delay_s = _STORE_BACKOFF(failures) / 1000
-                if time.monotonic() + delay_s > deadline:
-                    logger.opt(exception=exc).error(
-                        "settling a job failed {} times; it will run again after its lease",
-                        failures,
-                    )
-                    return False
-                logger.warning("settling a job failed ({}: {}); retrying", type(exc).__name__, exc)
-                await asyncio.sleep(delay_s)
-
-    def detach(self, attempt: Attempt) -> None:
+    def _detach(self, attempt: Attempt) -> None:
         """Settle an attempt whose handler ignored cancellation; free its slot now."""
         job = attempt.job
         self.stats["abandoned"] += 1

@@ -1,10 +1,10 @@
 """Durable jobs and the transactional outbox on SQLAlchemy (SQLite via aiosqlite, PostgreSQL)."""
 
-from .engine import configure_sqlite, create_engine, is_sqlite
+from .engine import configure_sqlite, create_engine, is_sqlite, normalize_url
 from .errors import NoTransactionError, SQLAlchemyJobsError
 from .outbox import SQLAlchemyOutboxStore
-from .schema import JobSchema, job_schema
 from .store import SQLAlchemyJobStore
+from .tables import JobSchema, OutboxSchema, job_schema, outbox_schema
 from .transactions import (
     SQLAlchemyTransactionManager,
     TransactionRolledBackError,
@@ -23,7 +23,10 @@ __all__ = [
     "SQLAlchemyJobStore",
     "JobSchema",
     "job_schema",
+    "OutboxSchema",
+    "outbox_schema",
     "create_engine",
     "configure_sqlite",
     "is_sqlite",
+    "normalize_url",
 ]

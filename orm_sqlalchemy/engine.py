@@ -19,10 +19,18 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-__all__ = ["BUSY_TIMEOUT_MS", "configure_sqlite", "create_engine", "is_sqlite"]
+__all__ = [
+    "ACCEPTED_SCHEMES",
+    "BUSY_TIMEOUT_MS",
+    "configure_sqlite",
+    "create_engine",
+    "is_sqlite",
+    "normalize_url",
+]
 
 BUSY_TIMEOUT_MS = 5_000
 """How long a SQLite connection waits for the write lock before "database is locked"."""
@@ -31,24 +39,49 @@ _CONFIGURED_FLAG = "_neverlost_sqlite_configured"
 _CONNECTION_FLAG = "neverlost_sqlite"
 _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
 
-_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgres": "postgresql+asyncpg",
+    "postgresql": "postgresql+asyncpg",
+    "postgres+asyncpg": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
+ACCEPTED_SCHEMES = tuple(f"{scheme}://" for scheme in _ASYNC_DRIVERS)
+"""The URL schemes a store accepts (others, sync drivers included, are refused)."""
 
 
 def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     """An AsyncEngine for ``url``; SQLite ones configured by ``configure_sqlite``.
 
-    A URL without an async driver gets the project's one (``sqlite://`` becomes
-    ``sqlite+aiosqlite://``, ``postgresql://`` becomes ``postgresql+asyncpg://``).
-    ``kwargs`` go to ``sqlalchemy.ext.asyncio.create_async_engine``.
+    ``url`` is normalised by ``normalize_url``. ``kwargs`` go to
+    ``sqlalchemy.ext.asyncio.create_async_engine``.
     """
-    parsed = make_url(url)
-    driver = _ASYNC_DRIVERS.get(parsed.drivername)
-    if driver is not None:
-        parsed = parsed.set(drivername=driver)
-    engine = create_async_engine(parsed, **kwargs)
+    engine = create_async_engine(normalize_url(url), **kwargs)
     if is_sqlite(engine):
         configure_sqlite(engine)
     return engine
+
+
+def normalize_url(url: str | URL) -> URL:
+    """``url`` with the project's async driver: ``sqlite://`` becomes ``sqlite+aiosqlite://``,
+    ``postgres://`` and ``postgresql://`` become ``postgresql+asyncpg://`` (Heroku-style URLs
+    work as given). Any other scheme is a ValueError naming the accepted ones."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ValueError(
+            f"cannot parse database URL {str(url)!r}; accepted schemes: "
+            + ", ".join(ACCEPTED_SCHEMES)
+        ) from exc
+    driver = _ASYNC_DRIVERS.get(parsed.drivername.lower())
+    if driver is None:
+        raise ValueError(
+            f"unsupported database URL scheme {parsed.drivername + '://'!r} in "
+            f"{parsed.render_as_string(hide_password=True)!r}; accepted schemes: "
+            + ", ".join(ACCEPTED_SCHEMES)
+        )
+    return parsed.set(drivername=driver)
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

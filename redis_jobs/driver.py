@@ -15,12 +15,12 @@ retry and fail name the job's per-type sets in KEYS without a lookup; a token is
 whole, so a forged or stale one matches nothing and writes nothing.
 
 Wake-up: enqueue and retry push a signal on ``{ns}:signal:<type>`` (at most ``SIGNAL_CAP``
-kept) and ``wait_for_work`` blocks on those lists with BLPOP, on a connection of its
-own (made with the client's settings, outside its pool). One push wakes one blocked waiter:
-across processes the woken runner claims the job and the others go on waiting (or poll), so a
-single job does not wake every runner; a burst of N jobs wakes up to N waiters. Before
-blocking, one script reads when the next job is due (the wait is shortened to it) and, if
-nothing is due, clears the signals in the same atomic step, so a signal is never lost between
+kept) and ``wait_for_work`` blocks on those lists with BLPOP (through the client: a connection of
+its pool, or of the slot's node on a Cluster, is held while it blocks). One push wakes one
+blocked waiter: across processes the woken runner claims the job and the others go on waiting
+(or poll), so a single job does not wake every runner; a burst of N jobs wakes up to N waiters.
+Before blocking, one script reads when the next job is due (the wait is shortened to it) and,
+if nothing is due, clears the signals in the same atomic step, so a signal is never lost between
 that check and the BLPOP. Redis times BLPOP out on its own timer, up to ~100 ms late (hz 10).
 
 Memory policy: on first use the driver reads ``maxmemory-policy`` once (CONFIG GET, in the
@@ -37,10 +37,18 @@ Concurrent enqueue, heartbeat, complete, retry and fail calls made in one event-
 one round trip: their scripts take batches of jobs (``ScriptRunner.per_job``), and each job is
 still checked and written on its own and gets its own result.
 
-Connections: the scripts run on one pipelined connection of the driver's own (``RedisWire``),
-the BLPOP waits each on another; all are made with the client's settings and closed by
-``close``. The client itself only answers the memory-policy check, so a borrowed client is
-shared with the application as it was.
+Topologies: the client may be a ``Redis``, a Sentinel ``master_for(...)`` client or a
+``RedisCluster`` (see ``topology``); every key a script is given is under the namespace's hash
+tag, so one namespace lives in one Cluster slot and each script runs on the slot's master.
+Keys a script finds while it runs (the records of claimed jobs, a key index) are spelled from a
+prefix it is given in KEYS, under the same tag, so they are in the same slot. After a failover
+the client reaches the new primary (Cluster: MOVED and a slot-map refresh; Sentinel: a fresh
+discovery) and the driver logs one line naming it.
+
+Durability: with ``replicas=N`` every acknowledged write (enqueue, complete, fail, retry) is
+followed by ``WAIT N replica_timeout_ms`` in the same round trip and raises
+``ReplicationTimeoutError`` (a StoreUnavailableError) unless N replicas have it. Claims and
+heartbeats do not wait: losing one in a failover only lets the job run again (at least once).
 """
 
 from __future__ import annotations
@@ -49,15 +57,11 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from loguru import logger
 from redis import exceptions as redis_errors
-from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 
 from jobs.clock import Clock, to_datetime
 from jobs.driver import (
@@ -69,13 +73,15 @@ from jobs.driver import (
     JobState,
     JobStateCounts,
 )
-from jobs.errors import DriverError, StoreUnavailableError
+from jobs.errors import DriverError
+from jobs.operations import OperationsNotImplemented
 from jobs.payload import decode_payload
 from jobs.settings import Retention
 
-from .errors import RedisScriptError, translate_errors
+from .errors import RedisScriptError, translate
 from .keys import Keys
 from .scripts import ScriptArg, ScriptRunner, Shared
+from .topology import RedisClient, Topology, client_from_url
 
 EXPIRY_MARGIN_MS = 60_000
 """Real time a finished record outlives its retention, for clocks that differ from Redis's."""
@@ -83,42 +89,58 @@ SIGNAL_CAP = 16
 SIGNAL_TTL_MS = 60_000
 MAX_CLAIM = 1_000
 """Jobs one claim call leases at most: bounds how long one script keeps Redis busy."""
-BLOCK_SLACK_S = 5.0
-"""How long past its own timeout a BLPOP may go unanswered before the wait gives up on it."""
-OWNED_CLIENT_RETRIES = 3
-"""Retries of a command on a dropped connection, 20, 40, 80 ms apart, by a client made from url."""
+BLOCK_SHARE_OF_SOCKET_TIMEOUT = 0.8
+"""A BLPOP blocks at most this share of the client's socket timeout (its read would time out)."""
+CANCEL_RETRY_S = 0.05
+"""How often a wait being stopped is cancelled again (redis-py's send may drop a cancel)."""
+DEFAULT_REPLICA_TIMEOUT_MS = 1_000
 SAFE_MEMORY_POLICY = "noeviction"
 """The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
-class RedisJobDriver:
+class RedisJobDriver(OperationsNotImplemented):
     """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
 
     def __init__(
         self,
-        connection: Redis | None = None,
+        connection: RedisClient | None = None,
         *,
         url: str | None = None,
         namespace: str = "jobs",
         clock: Clock | None = None,
         retain_completed_ms: int | None = None,
         retain_failed_ms: int | None = None,
+        replicas: int = 0,
+        replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS,
     ) -> None:
         if (connection is None) == (url is None):
             raise ValueError("RedisJobDriver takes a redis.asyncio client or url=, exactly one")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ValueError(f"replicas is a count of replicas (0 or more), got {replicas!r}")
+        if not isinstance(replica_timeout_ms, int) or replica_timeout_ms <= 0:
+            raise ValueError(
+                f"replica_timeout_ms is a positive number of ms, got {replica_timeout_ms!r}"
+            )
         self._keys = Keys(namespace)
-        self._client: Redis = (
-            connection if connection is not None else Redis.from_url(url or "", retry=_retry())
-        )
+        self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
+        client = connection if connection is not None else client_from_url(url or "")
+        self._topology = Topology(client, self._keys)
+        self._client = client
         self._owns_client = connection is None
         self._clock = clock
-        self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
-        self._scripts = ScriptRunner(self._client)
-        self._idle_waiters: list[AbstractConnection] = []
-        self._busy_waiters: set[AbstractConnection] = set()
+        self._scripts = ScriptRunner(
+            self._topology, replicas=replicas, replica_timeout_ms=replica_timeout_ms
+        )
+        self._waits: set[asyncio.Task[Any]] = set()
         self._closing = asyncio.Event()
         self._closed = False
         self._policy_check: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        pool = getattr(self._client, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", {})
+        where = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+        return f"RedisJobDriver({where} db {kwargs.get('db', 0)}, namespace {self.namespace!r})"
 
     @property
     def namespace(self) -> str:
@@ -160,6 +182,11 @@ class RedisJobDriver:
             raise DriverError(f"job id {job.id!r} already exists")
         return job.id if status == 1 else None
 
+    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
+        """One enqueue per job, in order (the first of a repeated key wins): a stand-in until
+        the native one-call batch lands (issue 17)."""
+        return [await self.enqueue(job) for job in jobs]
+
     # -- consumer ------------------------------------------------------------------------------
 
     async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
@@ -185,7 +212,9 @@ class RedisJobDriver:
         job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
         shared: Shared = ([], [self._now()])
         job_args: list[ScriptArg] = [job_id, lease_token, lease_ms]
-        return bool(await self._scripts.per_job("heartbeat", shared, job_keys, job_args))
+        return bool(
+            await self._scripts.per_job("heartbeat", shared, job_keys, job_args, durable=False)
+        )
 
     async def complete(self, job_id: str, lease_token: str) -> bool:
         return await self._finish(job_id, lease_token, "completed", None)
@@ -238,7 +267,9 @@ class RedisJobDriver:
         keys = self._keys
         names = [keys.counts, keys.completed, keys.failed]
         reply = await self._scripts.call("counts", names, [self._now()])
-        return dict(zip(JOB_STATES, (int(value) for value in reply), strict=True))
+        counts = dict.fromkeys(JOB_STATES, 0)
+        counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
+        return counts
 
     # -- wake-up and close ---------------------------------------------------------------------
 
@@ -249,7 +280,6 @@ class RedisJobDriver:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), max(timeout_ms, 0) / 1000)
             return
-        cancels = _cancel_requests()
         keys = self._keys
         names = [
             name
@@ -260,7 +290,7 @@ class RedisJobDriver:
         wait_ms = timeout_ms if due < 0 else min(timeout_ms, due - now)
         if wait_ms <= 0:
             return
-        await self._block([keys.signal(job_type) for job_type in wanted], wait_ms, cancels)
+        await self._block([keys.signal(job_type) for job_type in wanted], wait_ms)
 
     async def close(self) -> None:
         if self._closed:
@@ -271,11 +301,9 @@ class RedisJobDriver:
         if policy_check is not None and not policy_check.done():
             policy_check.cancel()
             await asyncio.gather(policy_check, return_exceptions=True)
-        for connection in [*self._idle_waiters, *self._busy_waiters]:
-            await connection.disconnect()  # a BLPOP in flight ends here
-        self._idle_waiters.clear()
+        for wait in list(self._waits):
+            await _stop(wait)  # a BLPOP in flight ends here
         await self._scripts.drain()
-        await self._scripts.close()
         if self._owns_client:
             await self._client.aclose()
 
@@ -292,7 +320,9 @@ class RedisJobDriver:
     async def _check_memory_policy(self) -> None:
         """Warn when Redis may evict keys (RELIABILITY S16): evicted jobs are lost silently."""
         try:
-            reply = await self._client.config_get("maxmemory-policy")
+            reply = await self._client.config_get(
+                "maxmemory-policy", **self._topology.node_options()
+            )
         except (redis_errors.ConnectionError, redis_errors.TimeoutError):
             self._policy_check = None  # unreachable now: ask again on a later call
             return
@@ -318,7 +348,7 @@ class RedisJobDriver:
         return "" if self._clock is None else str(self._clock.now_ms())
 
     def _text(self, value: Any) -> str:
-        return value.decode(*self._scripts.encoding) if isinstance(value, bytes) else str(value)
+        return value.decode(*self._topology.encoding) if isinstance(value, bytes) else str(value)
 
     async def _finish(self, job_id: str, token: str, state: JobState, error: str | None) -> bool:
         self._check_open()
@@ -334,63 +364,42 @@ class RedisJobDriver:
         job_args: list[ScriptArg] = [job_id, token, error or ""]
         return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
 
-    async def _block(self, signals: list[str], wait_ms: int, cancels: int) -> None:
-        """BLPOP the signal lists for up to ``wait_ms`` on a connection of the driver's own.
+    async def _block(self, signals: list[str], wait_ms: int) -> None:
+        """BLPOP the signal lists for up to ``wait_ms``, through the client.
 
-        The connection is made with the client's settings but is not the pool's, so a wait
-        holds no pool connection; the read's timeout is the BLPOP's plus ``BLOCK_SLACK_S``,
-        whatever the client's socket timeout.
-
-        On Python 3.11 redis-py sends through ``asyncio.wait_for``, which drops a cancellation
-        that arrives as the send completes (python/cpython#86296); a reconnect's handshake
-        sends several times. A cancel request made since the wait began (``cancels``) that no
-        one raised is raised here, before the read, so ``runner.stop()`` is not left waiting
-        out the whole BLPOP.
+        The BLPOP runs in a task of its own, which a cancelled caller (``runner.stop()``) or
+        ``close`` cancels until it ends: on Python 3.11 redis-py sends through
+        ``asyncio.wait_for``, which drops a cancellation that arrives as the send completes
+        (python/cpython#86296), so one cancel may not be enough. redis-py drops the connection
+        of a cancelled command, so a blocked BLPOP never returns to the pool.
         """
-        if self._idle_waiters:
-            connection = self._idle_waiters.pop()
-        else:
-            connection = self._client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
-        self._busy_waiters.add(connection)
         seconds = wait_ms / 1000
-        healthy = False
+        if self._topology.socket_timeout:
+            seconds = min(seconds, self._topology.socket_timeout * BLOCK_SHARE_OF_SOCKET_TIMEOUT)
+        wait: asyncio.Task[Any] = asyncio.ensure_future(
+            self._client.blpop(signals, timeout=round(max(seconds, 0.001), 3))
+        )
+        self._waits.add(wait)
         try:
-            with translate_errors():
-                await connection.send_command("BLPOP", *signals, f"{seconds:.3f}")
-                if _cancel_requests() > cancels:
-                    raise asyncio.CancelledError  # dropped by the send (see above)
-                await connection.read_response(timeout=seconds + BLOCK_SLACK_S)
-            healthy = True
-        except StoreUnavailableError:
-            if not self._closed:
-                raise
+            await asyncio.wait({wait})
+        except asyncio.CancelledError:
+            await _stop(wait)
+            raise
         finally:
-            self._busy_waiters.discard(connection)
-            if not healthy:
-                await connection.disconnect(nowait=True)
-            if not self._closed:
-                self._idle_waiters.append(connection)
+            self._waits.discard(wait)
+        if wait.cancelled() or self._closed:
+            return
+        error = wait.exception()
+        if error is not None:
+            raise translate(error) from error
 
 
-def _cancel_requests() -> int:
-    """How many cancellations of the current task are pending (``Task.cancelling()``)."""
-    task = asyncio.current_task()
-    return task.cancelling() if task is not None else 0
-
-
-def _retry() -> Retry:
-    """The retry policy of a client the driver makes from ``url``.
-
-    ``Redis.from_url`` clients retry nothing by default, and redis-py 8 hands out a pooled
-    connection the server closed (its EOF check is skipped while maintenance notifications are
-    on): after a Redis restart, each pooled connection would fail one command while Redis is up.
-    A few quick retries reconnect it; a real outage still fails fast, as StoreUnavailableError.
-    Rerunning a script whose reply was lost keeps the guarantees: enqueue recognises its own job
-    (same id, type and payload); a rerun complete/retry/fail finds the job settled and returns
-    False; a rerun claim leases other jobs and leaves the first batch to its lease, as a lost
-    reply without a retry would.
-    """
-    return Retry(ExponentialBackoff(cap=0.1, base=0.01), OWNED_CLIENT_RETRIES)
+async def _stop(task: asyncio.Task[Any]) -> None:
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_RETRY_S)
+    if not task.cancelled():
+        task.exception()  # retrieved: a wait ended by close has nothing to report
 
 
 def _claimed(fields: list[Any]) -> ClaimedJob:

@@ -1,40 +1,48 @@
 """The Lua scripts: loaded once from package resources, run one at a time or batched per tick.
 
-Each transition is one call of one script in ``redis_jobs/lua/`` (complete and fail share
-``finish.lua``; a header in each file lists its KEYS and ARGV); ``common.lua`` holds the
+Each transition is one call of one script in ``redis_jobs/lua/``; ``common.lua`` holds the
 helpers every script starts with. The sources are read once, at import, into ``SOURCES``: a
-fixed set, never built from input. Scripts run by EVALSHA on the driver's ``RedisWire``; a
-NOSCRIPT reply (Redis restarted or ran SCRIPT FLUSH) loads the script and runs the call again,
-which is safe: a command refused with NOSCRIPT did not run.
+fixed set, never built from input. Each is a redis-py ``Script`` (``register_script``) and runs
+by EVALSHA through the client's public API, so a ``RedisCluster`` routes it by its keys (all in
+the namespace's slot) and follows MOVED/ASK, and a Sentinel client reaches the current primary.
+
+Calls go out as ``EVALSHA`` commands of a ``pipeline(transaction=False)`` (one alone: a plain
+command) rather than through ``Script.__call__``: in a pipeline redis-py asks ``SCRIPT EXISTS``
+before every execute, a second round trip per call. A NOSCRIPT reply (Redis restarted, failed
+over to a replica that never loaded the script, or ran SCRIPT FLUSH) loads the script and runs
+the refused call again, which is safe: a command refused with NOSCRIPT did not run.
 
 The enqueue, heartbeat, finish and retry scripts take a batch of jobs, and ``per_job``
-coalesces the calls made in one event-loop tick into as few EVALSHAs as possible, written
-together: one round trip. Each job still gets its own result.
+coalesces the calls made in one event-loop tick into as few EVALSHAs as possible, sent in one
+pipeline: one round trip. Each job still gets its own result.
 
-Errors are translated at this boundary (``errors.translate``): a lost connection or a reply
-that never came is StoreUnavailableError, a script's own refusal (``JOBSCRIPT ...``, raised
-before any write) RedisScriptError, any other error reply DriverError.
+Durability (``replicas=N``): a pipeline that carries an acknowledged write (``durable``) ends
+with ``WAIT N timeout`` on the same connection, still one round trip; unless N replicas
+confirmed, its durable calls raise ReplicationTimeoutError (the write happened on the primary
+but may not survive a failover). A call whose primary changed while it ran is not confirmed
+either: the WAIT may have gone to the old one.
+
+Errors are translated at this boundary (``errors.translate``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from importlib.resources import files
 from types import MappingProxyType
 from typing import Any
 
 from loguru import logger
-from redis.asyncio import Redis
+from redis import exceptions as redis_errors
+from redis.asyncio import RedisCluster
+from redis.commands.core import AsyncScript
 
 from jobs.errors import DriverError
 
-from .errors import translate
-from .resp import ReplyError, pack_command
-from .wire import RedisWire
+from .errors import ReplicationTimeoutError, refusal, translate
+from .topology import Topology
 
 SCRIPT_NAMES = ("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek")
 MAX_BATCH = 200
@@ -58,17 +66,6 @@ SOURCES: Mapping[str, str] = _load_sources()
 
 
 @dataclass(slots=True)
-class Script:
-    """One script's source and the SHA1 that EVALSHA names it by."""
-
-    source: str
-    sha: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
-
-
-@dataclass(slots=True)
 class _Job:
     keys: Sequence[str]
     args: Sequence[ScriptArg]
@@ -79,9 +76,10 @@ class _Job:
 class _Command:
     """One EVALSHA: a single call (``future``) or a batch of jobs, each with its own future."""
 
-    script: Script
+    script: AsyncScript
     keys: list[str]
     args: list[ScriptArg]
+    durable: bool
     future: asyncio.Future[Any] | None = None
     jobs: list[_Job] = field(default_factory=list)
 
@@ -93,8 +91,9 @@ class _Command:
             self.fail(DriverError(f"a batch of {len(self.jobs)} jobs got the reply {reply!r}"))
             return
         for job, result in zip(self.jobs, reply, strict=True):
-            if isinstance(result, bytes):  # the refusal text of this job
-                _resolve(job.future, error=translate(ReplyError(result.decode(errors="replace"))))
+            if isinstance(result, bytes | str):  # the refusal text of this job
+                text = result.decode(errors="replace") if isinstance(result, bytes) else result
+                _resolve(job.future, error=refusal(text))
             else:
                 _resolve(job.future, result=result)
 
@@ -105,36 +104,39 @@ class _Command:
             _resolve(job.future, error=error)
 
 
-_GroupKey = tuple[str, tuple[str, ...], tuple[ScriptArg, ...]]
+_GroupKey = tuple[str, tuple[str, ...], tuple[ScriptArg, ...], bool]
 Shared = tuple[Sequence[str], Sequence[ScriptArg]]
 """The leading KEYS and ARGV of a batch script call, shared by its jobs."""
 
 
 class ScriptRunner:
-    """The package's scripts, run on a RedisWire made with ``client``'s settings."""
+    """The package's scripts, run through ``topology.client``; WAITs for ``replicas``."""
 
-    def __init__(self, client: Redis) -> None:
-        self._wire = RedisWire(client)
-        settings = client.connection_pool.connection_kwargs
-        self.encoding: tuple[str, str] = (
-            settings.get("encoding", "utf-8"),
-            settings.get("encoding_errors", "strict"),
-        )
-        """The client's text encoding and error handler: arguments are sent, text read, in it."""
-        self._scripts = {name: Script(source) for name, source in SOURCES.items()}
+    def __init__(
+        self, topology: Topology, *, replicas: int = 0, replica_timeout_ms: int = 1_000
+    ) -> None:
+        self._topology = topology
+        self._client = topology.client
+        self._replicas = replicas
+        self._replica_timeout_ms = replica_timeout_ms
+        self._scripts = {
+            name: self._client.register_script(source) for name, source in SOURCES.items()
+        }
         self._pending: dict[_GroupKey, list[_Job]] = {}
-        self._reloads: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Task[None]] = set()
 
     @property
-    def scripts(self) -> Mapping[str, Script]:
-        """The scripts by name (each knows its source and SHA1)."""
+    def scripts(self) -> Mapping[str, AsyncScript]:
+        """The scripts by name (each a redis-py Script: its source and SHA1)."""
         return MappingProxyType(self._scripts)
 
-    async def call(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
-        """Run one script now; its reply."""
+    async def call(
+        self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, durable: bool = False
+    ) -> Any:
+        """Run one script now, in the caller's task; its reply."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._send([_Command(self._scripts[name], list(keys), list(args), future=future)])
-        return await future
+        await self._run([_Command(self._scripts[name], list(keys), list(args), durable, future)])
+        return future.result()
 
     async def per_job(
         self,
@@ -142,12 +144,14 @@ class ScriptRunner:
         shared: Shared,
         keys: Sequence[str],
         args: Sequence[ScriptArg],
+        *,
+        durable: bool = True,
     ) -> Any:
         """Run a batch script (``for_each_job``) for one job; its result for that job.
 
         Calls made in the same event-loop tick with the same script and the same shared keys
         and args go out as one EVALSHA (up to ``MAX_BATCH`` jobs), and all of the tick's
-        EVALSHAs in one write: one round trip. Each job is still checked and written on its
+        EVALSHAs in one pipeline: one round trip. Each job is still checked and written on its
         own and gets its own result; a refused job raises RedisScriptError for its caller
         only. A caller cancelled while waiting does not cancel the call.
         """
@@ -155,68 +159,118 @@ class ScriptRunner:
         future: asyncio.Future[Any] = loop.create_future()
         if not self._pending:
             loop.call_soon(self._flush)
-        group = (name, tuple(shared[0]), tuple(shared[1]))
+        group = (name, tuple(shared[0]), tuple(shared[1]), durable)
         self._pending.setdefault(group, []).append(_Job(keys, args, future))
         return await future
 
     async def drain(self) -> None:
-        """Wait for the calls already queued or sent (before the connection is closed)."""
+        """Wait for the calls already queued or sent (before the client is closed)."""
         await asyncio.sleep(0)  # a flush scheduled in this tick sends its batch
-        while self._reloads:
-            await asyncio.gather(*self._reloads, return_exceptions=True)
-        await self._wire.idle()
-
-    async def close(self) -> None:
-        await self._wire.close()
+        while self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
         commands: list[_Command] = []
-        for (name, shared_keys, shared_args), jobs in pending.items():
+        for (name, shared_keys, shared_args, durable), jobs in pending.items():
             for start in range(0, len(jobs), MAX_BATCH):
                 chunk = jobs[start : start + MAX_BATCH]
                 keys = [*shared_keys, *(key for job in chunk for key in job.keys)]
                 args = [*shared_args, *(arg for job in chunk for arg in job.args)]
-                commands.append(_Command(self._scripts[name], keys, args, jobs=chunk))
-        self._send(commands)
+                commands.append(_Command(self._scripts[name], keys, args, durable, jobs=chunk))
+        task = asyncio.get_running_loop().create_task(self._run(commands), name="redis-jobs-calls")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
-    def _send(self, commands: list[_Command], *, reload: bool = True) -> None:
-        self._wire.submit(
-            (self._pack(command), partial(self._on_reply, command, reload)) for command in commands
-        )
-
-    def _pack(self, command: _Command) -> bytes:
-        keys = command.keys
-        return pack_command(
-            ("EVALSHA", command.script.sha, len(keys), *keys, *command.args), *self.encoding
-        )
-
-    def _on_reply(self, command: _Command, reload: bool, reply: Any) -> None:
-        if isinstance(reply, ReplyError) and reload and reply.text.startswith("NOSCRIPT"):
-            task = asyncio.get_running_loop().create_task(
-                self._reload(command), name="redis-jobs-script-load"
-            )
-            self._reloads.add(task)
-            task.add_done_callback(self._reloads.discard)
-        elif isinstance(reply, BaseException):
-            command.fail(translate(reply))
-        else:
-            command.settle(reply)
-
-    async def _reload(self, command: _Command) -> None:
-        """Load a script Redis lost (NOSCRIPT), then run the refused call again."""
-        logger.debug("Redis lost the job scripts (NOSCRIPT); loading them again")
-        script = command.script
+    async def _run(self, commands: list[_Command], *, reload: bool = True) -> None:
+        """Send ``commands`` in one round trip and settle each; reload lost scripts once."""
         try:
-            sha = await self._wire.request(pack_command(("SCRIPT", "LOAD", script.source)))
+            replies = await self._execute(commands)
         except Exception as exc:
-            command.fail(exc)
+            error = translate(exc)
+            for command in commands:
+                command.fail(error)
             return
-        if isinstance(sha, ReplyError):
-            command.fail(translate(sha))
+        lost: list[_Command] = []
+        for command, reply in zip(commands, replies, strict=True):
+            if reload and isinstance(reply, redis_errors.NoScriptError):
+                lost.append(command)
+            elif isinstance(reply, BaseException):
+                command.fail(translate(reply))
+            else:
+                command.settle(reply)
+        if lost:
+            await self._reload(lost)
+
+    async def _execute(self, commands: list[_Command]) -> list[Any]:
+        """One reply per command (an error reply as its exception), in one round trip."""
+        client = self._client
+        durable = self._replicas > 0 and any(command.durable for command in commands)
+        if len(commands) == 1 and not durable:
+            [command] = commands
+            try:
+                reply = await client.execute_command(*_evalsha(command))
+            except redis_errors.ResponseError as exc:
+                reply = exc
+            self._topology.observe()
+            return [reply]
+        if durable and isinstance(client, RedisCluster) and self._topology.where() is None:
+            await client.initialize()
+        primary = self._topology.where()
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*_evalsha(command))
+        if durable:
+            wait = ("WAIT", self._replicas, self._replica_timeout_ms)
+            pipe.execute_command(*wait, **self._topology.node_options())
+        replies: list[Any] = list(await pipe.execute(raise_on_error=False))
+        self._topology.observe()
+        if durable:
+            confirmed = replies.pop()
+            error = self._unconfirmed(confirmed, primary)
+            if error is not None:
+                replies = [
+                    error if command.durable and not isinstance(reply, BaseException) else reply
+                    for command, reply in zip(commands, replies, strict=True)
+                ]
+        return replies
+
+    def _unconfirmed(self, confirmed: Any, primary: str | None) -> BaseException | None:
+        """The error for durable writes that ``WAIT``'s reply did not confirm, else None."""
+        if isinstance(confirmed, BaseException):
+            why = f"WAIT failed: {confirmed}"
+        elif self._topology.where() != primary:
+            why = f"the primary changed from {primary} to {self._topology.where()} during the call"
+        elif int(confirmed) < self._replicas:
+            why = f"{int(confirmed)} of {self._replicas} replicas confirmed it"
+        else:
+            return None
+        error = ReplicationTimeoutError(
+            f"Redis did not confirm the write on {self._replicas} replica(s) within "
+            f"{self._replica_timeout_ms} ms ({why}); it may not survive a failover"
+        )
+        if isinstance(confirmed, BaseException):
+            error.__cause__ = confirmed
+        return error
+
+    async def _reload(self, commands: list[_Command]) -> None:
+        """Load the scripts Redis lost (NOSCRIPT), then run the refused calls again."""
+        logger.debug("Redis lost the job scripts (NOSCRIPT); loading them again")
+        try:
+            for script in {id(command.script): command.script for command in commands}.values():
+                sha = await self._client.script_load(script.script)
+                script.sha = sha.decode() if isinstance(sha, bytes) else str(sha)
+        except Exception as exc:
+            error = translate(exc)
+            for command in commands:
+                command.fail(error)
             return
-        script.sha = sha.decode() if isinstance(sha, bytes) else str(sha)
-        self._send([command], reload=False)
+        await self._run(commands, reload=False)
+
+
+def _evalsha(command: _Command) -> tuple[Any, ...]:
+    keys = command.keys
+    return ("EVALSHA", command.script.sha, len(keys), *keys, *command.args)
 
 
 def _resolve(

@@ -11,6 +11,14 @@ providing a ``driver_harness`` fixture (needs pytest and pytest-asyncio)::
             await harness.cleanup()
 """
 
-from .conformance import DriverConformance, DriverHarness, new_request
+from .conformance import DriverConformance, DriverHarness
+from .operations import OPERATIONS_CASES, OperationsConformance
+from .requests import new_request
 
-__all__ = ["DriverConformance", "DriverHarness", "new_request"]
+__all__ = [
+    "OPERATIONS_CASES",
+    "DriverConformance",
+    "DriverHarness",
+    "OperationsConformance",
+    "new_request",
+]

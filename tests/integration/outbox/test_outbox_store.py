@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import inspect, text
 
 from jobs.clock import ManualClock
 from jobs.errors import DriverError, JobTypeError, PayloadError, PayloadTooLargeError
 from jobs.outbox import OutboxEntry, OutboxStore
+from jobs.telemetry import parse_traceparent
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore
 from orm_sqlalchemy.transactions import SQLAlchemyTransactionManager
@@ -83,6 +86,23 @@ async def test_append_round_trips_payload_key_and_delay(harness: OutboxHarness) 
     assert entry.delay_ms == 250
     assert entry.attempts == 1
     assert entry.created_at.tzinfo is not None
+
+
+async def test_append_keeps_the_callers_trace_context(
+    harness: OutboxHarness, span_exporter: InMemorySpanExporter
+) -> None:
+    tm, store = await _store(harness)
+    with trace.get_tracer("test").start_as_current_span("POST /orders") as span:
+        async with tm.transaction():
+            await store.append("order.placed", {"n": 1})
+    async with tm.transaction():
+        await store.append("order.placed", {"n": 2})  # outside any span
+    entries = sorted(await store.claim(10, LONG_LEASE_MS), key=lambda e: e.payload["n"])
+    context = span.get_span_context()
+    stored = parse_traceparent(entries[0].trace_context)
+    assert stored is not None
+    assert (stored.trace_id, stored.span_id) == (context.trace_id, context.span_id)
+    assert entries[1].trace_context is None
 
 
 async def test_non_json_payload_fails_naming_the_path_with_nothing_written(

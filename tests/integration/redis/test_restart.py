@@ -301,16 +301,14 @@ async def test_an_idle_runner_is_woken_after_a_restart(servers: RedisServers) ->
     """A runner blocked in BLPOP on a long poll when Redis restarts still wakes for new work."""
     server = await servers.start()
     rig = Rig(server, poll_interval_ms=IDLE_POLL_MS)
-    with captured_logs("DEBUG") as logs:
-        async with rig.running():
-            await wait_until(rig.idle_in_long_wait, message="the runner in a long wait")
-            await server.stop()
-            await server.start()
-            woken_in = await rig.time_to_start(0)
-            assert rig.runner.is_running
+    async with rig.running():
+        await wait_until(rig.idle_in_long_wait, message="the runner in a long wait")
+        await server.stop()
+        await server.start()
+        woken_in = await rig.time_to_start(0)
+        assert rig.runner.is_running
     assert woken_in < WAKE_DEADLINE_S, f"the idle runner took {woken_in:.2f} s to wake"
     assert rig.not_running_seen == 0
-    assert messages(logs, "ERROR", "waiting for jobs failed")
 
 
 async def test_a_cancel_dropped_by_a_send_still_ends_the_wait(

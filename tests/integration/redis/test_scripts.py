@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -13,8 +12,9 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 
 from jobs.testing import new_request
-from redis_jobs import RedisJobDriver, RedisScriptError, resp, scripts
+from redis_jobs import Keys, RedisJobDriver, RedisScriptError
 from redis_jobs.scripts import SCRIPT_NAMES, SOURCES, ScriptRunner
+from redis_jobs.topology import Topology
 
 from .harness import RedisHarness
 
@@ -34,7 +34,7 @@ HOSTILE = [
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
-    """Every command packed while the test runs: by the scripts' wire or by redis-py."""
+    """Every command redis-py packs while the test runs."""
     commands: list[tuple[Any, ...]] = []
     pack = AbstractConnection.pack_command
 
@@ -42,12 +42,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         commands.append(args)
         return pack(self, *args)
 
-    def recording_wire(args: Sequence[Any], *options: str) -> bytes:
-        commands.append(tuple(args))
-        return resp.pack_command(args, *options)
-
     monkeypatch.setattr(AbstractConnection, "pack_command", recording)
-    monkeypatch.setattr(scripts, "pack_command", recording_wire)
     return commands
 
 
@@ -104,7 +99,7 @@ async def test_only_the_fixed_scripts_ever_run(
 
 async def test_a_lost_script_is_loaded_again(harness: RedisHarness) -> None:
     client = harness.client()
-    runner = ScriptRunner(client)
+    runner = ScriptRunner(Topology(client, Keys(harness.namespace)))
     heartbeat = runner.scripts["heartbeat"]
     real_sha = heartbeat.sha
     missing = [f"{{{harness.namespace}}}:job:none", f"{{{harness.namespace}}}:leased:t"]
@@ -122,7 +117,7 @@ async def test_a_lost_script_is_loaded_again(harness: RedisHarness) -> None:
         assert list(replies) == [0, 0]
         assert heartbeat.sha == real_sha
     finally:
-        await runner.close()
+        await runner.drain()
 
 
 async def test_settles_of_one_tick_share_one_call_with_their_own_results(

@@ -12,6 +12,7 @@ from jobs import (
     JobQueue,
     JobsSettings,
     ManualClock,
+    NewJob,
     PayloadError,
     PayloadTooLargeError,
     PayloadValidationError,
@@ -160,3 +161,34 @@ def test_driver_retention_defaults_and_refuses_negatives() -> None:
     )
     with pytest.raises(ValueError, match="retain_completed_ms must not be negative"):
         InProcessJobDriver(retain_completed_ms=-1)
+
+
+async def test_enqueue_many_applies_each_jobs_options_in_order() -> None:
+    clock = ManualClock()
+    driver = InProcessJobDriver(clock=clock)
+    queue = JobQueue(driver)
+    ids = await queue.enqueue_many(
+        [
+            NewJob(type=SEND_RECEIPT, payload=Receipt(invoice_id=1, email="a@b.c")),
+            NewJob(type="email.send", payload={"to": "x"}, delay_ms=5_000, key="mail:x"),
+            NewJob(type="email.send", payload={"to": "y"}, key="mail:x"),
+        ]
+    )
+    assert ids[2] is None
+    first, second = [await driver.get_job(job_id or "") for job_id in ids[:2]]
+    assert first is not None
+    assert second is not None
+    assert (first.type, first.max_attempts, first.timeout_ms) == ("receipt.send", 5, 9_000)
+    assert first.payload == {"invoice_id": 1, "email": "a@b.c"}
+    assert (second.key, int(second.run_at.timestamp() * 1000)) == ("mail:x", clock.now_ms() + 5_000)
+    assert await queue.enqueue_many([]) == []
+
+
+async def test_enqueue_many_refuses_bad_options_naming_the_job_and_stores_nothing() -> None:
+    driver = InProcessJobDriver()
+    queue = JobQueue(driver)
+    batch = [NewJob(type="t"), NewJob(type="t", delay_ms=-1)]
+    with pytest.raises(ValueError, match="delay_ms must not be negative") as caught:
+        await queue.enqueue_many(batch)
+    assert caught.value.__notes__ == ["in job 1 of the batch; nothing was enqueued"]
+    assert sum((await driver.counts()).values()) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -12,13 +13,17 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from jobs import JOB_STATES
+from orm_sqlalchemy import SQLAlchemyJobStore
 from orm_sqlalchemy.engine import (
     BUSY_TIMEOUT_MS,
     _prepare_connection,
     configure_sqlite,
     create_engine,
     is_sqlite,
+    normalize_url,
 )
+from tests.stores import POSTGRES_URL
 
 
 def _url(path: Path) -> str:
@@ -185,3 +190,41 @@ def test_connections_opening_a_new_file_at_once_all_switch_it_to_wal(tmp_path: P
         for thread in threads:
             thread.join()
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("postgres://u:pw@db.example:5432/app", "postgresql+asyncpg://u:***@db.example:5432/app"),
+        ("postgresql://u@db.example/app", "postgresql+asyncpg://u@db.example/app"),
+        ("postgresql+asyncpg://u@db.example/app", "postgresql+asyncpg://u@db.example/app"),
+        ("sqlite:///jobs.db", "sqlite+aiosqlite:///jobs.db"),
+        ("sqlite+aiosqlite:///jobs.db", "sqlite+aiosqlite:///jobs.db"),
+    ],
+)
+def test_urls_are_normalised_to_the_async_drivers(given: str, expected: str) -> None:
+    assert normalize_url(given).render_as_string(hide_password=True) == expected
+
+
+@pytest.mark.postgres
+async def test_a_heroku_style_postgres_url_reaches_the_database() -> None:
+    url = POSTGRES_URL.replace("postgresql+asyncpg://", "postgres://")
+    assert url.startswith("postgres://")
+    store = SQLAlchemyJobStore(url=url, table_prefix=f"u{uuid.uuid4().hex[:8]}_")
+    try:
+        assert await store.counts() == dict.fromkeys(JOB_STATES, 0)
+    finally:
+        async with store.engine.begin() as conn:
+            await conn.execute(text(f'DROP TABLE IF EXISTS "{store.table.name}"'))
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://u@h/db", "postgresql+psycopg2://u:pw@h/db", "redis://127.0.0.1:6379/0"]
+)
+def test_an_unknown_scheme_names_the_accepted_ones_without_the_password(url: str) -> None:
+    with pytest.raises(ValueError, match=r"accepted schemes: sqlite://.*postgres://") as info:
+        create_engine(url)
+    assert "pw" not in str(info.value)
+    with pytest.raises(ValueError, match="unsupported database URL scheme"):
+        SQLAlchemyJobStore(url=url)

@@ -22,12 +22,20 @@ UPDATE {table} AS e SET
     available_at = {now} + CAST(:lease_ms AS bigint)
 FROM picked
 WHERE e.id = picked.id
-RETURNING e.id, e.type, e.payload, e.key, e.delay_ms, e.created_at, e.attempts, e.lease_token;
+RETURNING e.id, e.type, e.payload, e.key, e.delay_ms, e.created_at, e.attempts, e.lease_token,
+    e.trace_context;
 
 -- name: mark_published
 UPDATE {table} SET published_at = {now}
 WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
 RETURNING 1;
+
+-- name: mark_published_many
+-- :entries is a JSON array of [id, lease_token] pairs, one per entry of a claimed batch.
+UPDATE {table} AS e SET published_at = {now}
+FROM jsonb_array_elements(CAST(:entries AS jsonb)) AS m(pair)
+WHERE e.id = m.pair ->> 0 AND e.lease_token = m.pair ->> 1 AND e.published_at IS NULL
+RETURNING e.id;
 
 -- name: release
 UPDATE {table} SET

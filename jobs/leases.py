@@ -1,0 +1,100 @@
+"""Keeping leases: one heartbeat sweep for every job a runner holds.
+
+Each held job gets a ``Lease``. Every half ``heartbeat_ms`` the keeper beats each lease not
+beaten for that long (one sweep for all, instead of a timer per job), so beats are spaced
+between half and one ``heartbeat_ms``, well inside the lease. A beat the store refuses means
+the job was reclaimed: the lease's ``on_lost`` callback runs. Before settling, the holder calls
+``settling()``, which stops further beats and waits for one in flight, so a late beat never
+lands after the job was settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from loguru import logger
+
+from .driver import ClaimedJob, JobDriver
+
+
+class Lease:
+    """The lease of one claimed job, beaten by a ``LeaseKeeper``."""
+
+    __slots__ = ("_beat_task", "job", "last_beat", "lost", "on_lost", "settling")
+
+    def __init__(self, job: ClaimedJob, on_lost: Callable[[], None], now: float) -> None:
+        self.job = job
+        self.on_lost = on_lost
+        self.last_beat = now
+        self.settling = False
+        self.lost = False
+        self._beat_task: asyncio.Task[None] | None = None
+
+
+class LeaseKeeper:
+    """Extends the leases of held jobs until they are released."""
+
+    def __init__(self, driver: JobDriver, lease_ms: int, heartbeat_ms: int) -> None:
+        self.driver = driver
+        self.lease_ms = lease_ms
+        self.heartbeat_ms = heartbeat_ms
+        self._leases: set[Lease] = set()
+
+    def __len__(self) -> int:
+        return len(self._leases)
+
+    def hold(self, job: ClaimedJob, on_lost: Callable[[], None]) -> Lease:
+        """Start beating ``job``'s lease; ``on_lost`` runs if the store refuses a beat."""
+        lease = Lease(job, on_lost, asyncio.get_running_loop().time())
+        self._leases.add(lease)
+        return lease
+
+    def release(self, lease: Lease) -> None:
+        """Stop beating ``lease`` (idempotent)."""
+        lease.settling = True
+        self._leases.discard(lease)
+
+    async def settling(self, lease: Lease) -> None:
+        """No more beats for ``lease``; wait for the one in flight, if any."""
+        lease.settling = True
+        beat = lease._beat_task
+        if beat is not None and not beat.done():
+            await asyncio.shield(beat)
+
+    async def run(self) -> None:
+        """The sweep; runs until cancelled."""
+        interval_s = self.heartbeat_ms / 2000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_s)
+            self.sweep(loop.time(), interval_s)
+
+    def sweep(self, now: float, interval_s: float) -> None:
+        """Send a beat for every lease whose last beat is at least ``interval_s`` old."""
+        loop = asyncio.get_running_loop()
+        for lease in list(self._leases):
+            if lease.settling or now - lease.last_beat < interval_s:
+                continue
+            beat = lease._beat_task
+            if beat is None or beat.done():
+                lease.last_beat = now
+                lease._beat_task = loop.create_task(
+                    self._beat(lease), name=f"jobs.runner.heartbeat:{lease.job.id}"
+                )
+
+    async def _beat(self, lease: Lease) -> None:
+        job = lease.job
+        try:
+            held = await self.driver.heartbeat(job.id, job.lease_token, self.lease_ms)
+        except Exception as exc:
+            logger.bind(job_id=job.id).warning(
+                "heartbeat for job {} failed, trying again: {}: {}", job.id, type(exc).__name__, exc
+            )
+            held = True
+        if not held:
+            logger.bind(job_id=job.id, job_type=job.type).warning(
+                "job {} ({}) lost its lease; its handler is cancelled", job.type, job.id
+            )
+            lease.lost = True
+            lease.on_lost()

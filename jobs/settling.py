@@ -1,0 +1,63 @@
+"""Settling: the terminal store call of an attempt (complete, retry, fail), through outages.
+
+A settle that fails is retried with backoff while the lease lasts; past that, it gives up and
+the job runs again after its lease (at least once). Every settle of a runner goes through one
+``Settler``, the one place that talks to the driver about outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from loguru import logger
+
+from .driver import ClaimedJob, JobDriver
+from .retry import exponential_backoff
+
+STORE_BACKOFF = exponential_backoff(100, 30_000)
+
+
+class Settler:
+    """Settles claimed jobs on ``driver``; each call returns False when the token was stale."""
+
+    def __init__(self, driver: JobDriver, lease_ms: int) -> None:
+        self.driver = driver
+        self.lease_ms = lease_ms
+
+    async def complete(self, job: ClaimedJob) -> bool:
+        driver = self.driver
+        try:
+            return await driver.complete(job.id, job.lease_token)
+        except Exception:
+            return await self.call_store(lambda: driver.complete(job.id, job.lease_token))
+
+    async def retry(self, job: ClaimedJob, *, delay_ms: int, error: str) -> bool:
+        driver = self.driver
+        return await self.call_store(
+            lambda: driver.retry(job.id, job.lease_token, delay_ms=delay_ms, error=error)
+        )
+
+    async def fail(self, job: ClaimedJob, *, error: str) -> bool:
+        driver = self.driver
+        return await self.call_store(lambda: driver.fail(job.id, job.lease_token, error=error))
+
+    async def call_store(self, call: Callable[[], Awaitable[bool]]) -> bool:
+        """A settle call, retried with backoff through store outages while the lease lasts."""
+        deadline = time.monotonic() + self.lease_ms / 1000
+        failures = 0
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                failures += 1
+                delay_s = STORE_BACKOFF(failures) / 1000
+                if time.monotonic() + delay_s > deadline:
+                    logger.opt(exception=exc).error(
+                        "settling a job failed {} times; it will run again after its lease",
+                        failures,
+                    )
+                    return False
+                logger.warning("settling a job failed ({}: {}); retrying", type(exc).__name__, exc)
+                await asyncio.sleep(delay_s)

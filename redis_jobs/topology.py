@@ -1,0 +1,166 @@
+"""Which Redis the driver talks to: a server, a Sentinel-managed primary, or a Cluster.
+
+The driver only ever uses redis-py's public client API, so routing, redirects (MOVED/ASK),
+slot-map refreshes and Sentinel reconnection are redis-py's. What this module adds is what the
+driver needs to know of the topology around it:
+
+- ``where()``: the address that serves the namespace's writes now (a Cluster: the master of the
+  namespace's slot; Sentinel: the primary it last discovered; else the configured server), so
+  the driver can log one line when a failover moved it;
+- ``node_options()``: how to aim ``WAIT`` at the connection that made the writes (on a Cluster
+  WAIT has no key, so it is sent to the slot's node explicitly, in the same node pipeline);
+- the client's encoding and socket timeout.
+
+``client_from_url`` makes the client for ``url=``: ``redis://``, ``rediss://``, ``unix://``, and
+``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`` (``rediss+sentinel``
+for TLS to the servers), each with a few quick retries of a command on a dropped connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from loguru import logger
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisClusterException, RedisError
+
+from .keys import Keys
+
+RedisClient = Redis | RedisCluster
+"""A client the driver takes: ``Redis`` (also a Sentinel ``master_for`` one) or ``RedisCluster``."""
+
+OWNED_CLIENT_RETRIES = 3
+"""Retries of a command on a dropped connection, 20, 40, 80 ms apart, by a client made from url."""
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+
+
+class Topology:
+    """What the driver knows of the deployment behind ``client`` for the namespace ``keys``."""
+
+    def __init__(self, client: RedisClient, keys: Keys) -> None:
+        if not isinstance(client, Redis | RedisCluster):
+            raise TypeError(
+                "RedisJobDriver takes a redis.asyncio.Redis (also a Sentinel master_for(...) "
+                f"client) or a redis.asyncio.RedisCluster, got {type(client).__name__}"
+            )
+        self.client = client
+        self._slot_key = keys.prefix
+        encoder = client.get_encoder()
+        self.encoding: tuple[str, str] = (encoder.encoding, encoder.encoding_errors)
+        """The client's text encoding and error handler, to read text replies in."""
+        if isinstance(client, RedisCluster):
+            self.kind = "cluster"
+            settings: dict[str, Any] = dict(client.get_connection_kwargs())
+        else:
+            pool = client.connection_pool
+            self.kind = "sentinel" if isinstance(pool, SentinelConnectionPool) else "server"
+            settings = pool.connection_kwargs
+        self.socket_timeout: float | None = settings.get("socket_timeout")
+        self._address = _address(settings)
+        self._namespace = keys.namespace
+        self._seen: str | None = None
+
+    def where(self) -> str | None:
+        """The address serving the namespace's writes, as far as the client knows now."""
+        if isinstance(self.client, RedisCluster):
+            try:
+                node = self.client.get_node_from_key(self._slot_key)
+            except (RedisClusterException, RedisError):  # no slot map yet: nothing to report
+                return None
+            return None if node is None else str(node.name)
+        pool = self.client.connection_pool
+        if isinstance(pool, SentinelConnectionPool):
+            address = pool.master_address
+            return None if address is None else f"{address[0]}:{address[1]}"
+        return self._address
+
+    def observe(self) -> None:
+        """After a call that went through: log one line if the namespace's primary moved."""
+        now = self.where()
+        if now is None or now == self._seen:
+            return
+        if self._seen is not None:
+            logger.warning(
+                "Redis failover: the job namespace {!r} is now served by {} (was {}); the "
+                "driver follows it",
+                self._namespace,
+                now,
+                self._seen,
+            )
+        self._seen = now
+
+    def node_options(self) -> dict[str, Any]:
+        """Options that aim a keyless command (WAIT, CONFIG) at the namespace's node."""
+        if isinstance(self.client, RedisCluster):
+            return {"target_nodes": self.client.get_node_from_key(self._slot_key)}
+        return {}
+
+
+def client_from_url(url: str) -> Redis | RedisCluster:
+    """A client for ``url`` (see the module docstring), with retries on dropped connections."""
+    scheme = urlsplit(url).scheme
+    if scheme in SENTINEL_SCHEMES:
+        return _sentinel_client(url)
+    return Redis.from_url(url, retry=owned_retry())
+
+
+def owned_retry() -> Retry:
+    """The retry policy of a client the driver makes from ``url``.
+
+    ``Redis.from_url`` clients retry nothing by default, and redis-py 8 hands out a pooled
+    connection the server closed (its EOF check is skipped while maintenance notifications are
+    on): after a Redis restart, each pooled connection would fail one command while Redis is up.
+    A few quick retries reconnect it; a real outage still fails fast, as StoreUnavailableError.
+    Rerunning a script whose reply was lost keeps the guarantees: enqueue recognises its own job
+    (same id, type and payload); a rerun complete/retry/fail finds the job settled and returns
+    False; a rerun claim leases other jobs and leaves the first batch to its lease, as a lost
+    reply without a retry would.
+    """
+    return Retry(ExponentialBackoff(cap=0.1, base=0.01), OWNED_CLIENT_RETRIES)
+
+
+def _sentinel_client(url: str) -> Redis:
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)
+    credentials = netloc[0] if len(netloc) == 2 else ""
+    hosts = netloc[-1]
+    path = [unquote(segment) for segment in parts.path.split("/") if segment]
+    if not hosts or not path or len(path) > 2:
+        raise ValueError(
+            f"a Sentinel url reads redis+sentinel://[user:password@]host:port[,host:port...]"
+            f"/service_name[/db], got {url!r}"
+        )
+    sentinels = []
+    for host in hosts.split(","):
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit():
+            raise ValueError(f"a Sentinel address reads host:port, got {host!r} in {url!r}")
+        sentinels.append((name.strip("[]"), int(port)))
+    options: dict[str, Any] = {"retry": owned_retry()}
+    if credentials:
+        user, _, password = credentials.partition(":")
+        if user:
+            options["username"] = unquote(user)
+        if password:
+            options["password"] = unquote(password)
+    if len(path) == 2:
+        if not path[1].isdigit():
+            raise ValueError(f"the db of a Sentinel url is a number, got {path[1]!r} in {url!r}")
+        options["db"] = int(path[1])
+    if parts.scheme == "rediss+sentinel":
+        options["ssl"] = True
+    sentinel = Sentinel(sentinels, **options)  # type: ignore[no-untyped-call]
+    client: Redis = sentinel.master_for(path[0])
+    return client
+
+
+def _address(settings: dict[str, Any]) -> str | None:
+    if settings.get("path"):
+        return f"unix:{settings['path']}"
+    if settings.get("host"):
+        return f"{settings['host']}:{settings.get('port', 6379)}"
+    return None
