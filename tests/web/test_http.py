@@ -292,3 +292,19 @@ async def test_links_and_assets_respect_the_mount_path(queue: JobQueue) -> None:
     assert answer.status_code == 303
     assert answer.headers["location"] == "/ops/jobs/jobs"
     assert (await queue.get_job(job_id)).state == "cancelled"  # type: ignore[union-attr]
+
+
+async def test_delete_removes_a_job_and_sends_the_page_to_the_list(queue: JobQueue) -> None:
+    job_id = await queue.enqueue("email.send", {"n": 1}, key="receipt:9", delay_ms=60_000)
+    assert job_id is not None
+    async with client_for(create_dashboard(queue, allow_actions=True)) as client:
+        token = await csrf_token(client)
+        body = {"job_id": job_id, "csrf_token": token, "next": f"/job/{job_id}"}
+        deleted = await client.post(
+            "/actions/delete", data=body, headers={"X-Dashboard-Fetch": "1"}
+        )
+        again = await client.post("/actions/delete", data=body)
+    assert deleted.json() == {"ok": True, "message": f"job {job_id} deleted", "location": "/jobs"}
+    assert again.status_code == 303
+    assert await queue.get_job(job_id) is None
+    assert await queue.find_job(key="receipt:9") is None
