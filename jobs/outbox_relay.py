@@ -22,6 +22,7 @@ from typing import Any
 
 from loguru import logger
 
+from .failures import FailureStreak
 from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
 from .retry import Backoff, exponential_backoff
 from .telemetry import describe_error
@@ -63,6 +64,8 @@ class OutboxRelay:
         self._waiting = False
         self._closed = False
         self._last_prune = 0.0
+        self._relay_failures = FailureStreak("relaying outbox entries")
+        self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
 
     @property
     def is_running(self) -> bool:
@@ -127,19 +130,16 @@ class OutboxRelay:
             )
 
     async def _loop(self) -> None:
-        failures = 0
+        failures = self._relay_failures
         while not self._stopping:
             try:
                 claimed = await self._relay(prefetch=True)
             except Exception as exc:
-                failures += 1
-                delay_ms = self.backoff(failures)
-                logger.opt(exception=exc).error(
-                    "outbox relay failed ({} in a row); retrying in {} ms", failures, delay_ms
-                )
+                delay_ms = self.backoff(failures.count + 1)
+                failures.failed(exc, retry_in_ms=delay_ms)
                 await self._wait(asyncio.sleep(delay_ms / 1000))
                 continue
-            failures = 0
+            failures.succeeded()
             if claimed < self.batch_size:
                 await self._wait(self.store.wait_for_entries(self.poll_interval_ms))
         await self._finish_prefetched_claim()
@@ -186,18 +186,14 @@ class OutboxRelay:
         except Exception as exc:
             self.stats["failed"] += 1
             delay_ms = self.backoff(entry.attempts)
-            logger.bind(entry_id=entry.id, entry_type=entry.type).warning(
-                "publishing outbox entry {} ({}) failed, retrying in {} ms: {}: {}",
-                entry.id,
-                entry.type,
-                delay_ms,
-                type(exc).__name__,
-                exc,
+            self._publish_failures.failed(
+                exc, then=f"entry {entry.id} ({entry.type}) is retried in {delay_ms} ms"
             )
             await self.store.release(
                 entry.id, entry.lease_token, delay_ms=delay_ms, error=describe_error(exc)
             )
             return
+        self._publish_failures.succeeded()
         if await self.store.mark_published(entry.id, entry.lease_token):
             self.stats["published"] += 1
         else:

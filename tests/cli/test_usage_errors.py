@@ -97,6 +97,8 @@ def test_bad_arguments_are_one_line_with_the_usage_hint() -> None:
         "7d, 12h",
     )
     assert_one_line_error(invoke("retry", "--url", "redis://127.0.0.1:1/0"), "job IDs or --failed")
+    assert_one_line_error(invoke("cancel", "a.app:One", "b.app:Two", "ID1"), "one APP at most")
+    assert_one_line_error(invoke("jobs", "show", "--url", "redis://127.0.0.1:1/0"), "one job ID")
 
 
 def test_unknown_types_for_the_worker_are_named_with_the_handled_ones(tmp_path: Path) -> None:

@@ -244,16 +244,34 @@ async def test_a_failing_store_is_logged_and_retried(clock: ManualClock) -> None
     async def stored() -> bool:
         return (await driver.counts())["pending"] == 1
 
-    with captured_logs("ERROR") as logs:
+    with captured_logs("INFO") as logs:
         running.start()
         await wait_until(stored)
     assert [request.key for request in driver.requests[:3]] == [
         "report.nightly:2026-10-16T03:00:00Z"
     ] * 3
-    assert [log["message"] for log in logs] == [
-        "schedule report.nightly: enqueuing report.nightly:2026-10-16T03:00:00Z failed; "
-        "the next pass retries"
-    ] * 2
+    said = [(log["level"], log["message"]) for log in logs if "report.nightly:" in log["message"]]
+    assert said[:3] == [
+        (
+            "ERROR",
+            "queuing scheduled jobs failed: StoreUnavailableError: connection refused; "
+            "report.nightly:2026-10-16T03:00:00Z is left to the next pass",
+        ),
+        (
+            "ERROR",
+            "queuing scheduled jobs failed (2 in a row): StoreUnavailableError: connection "
+            "refused; report.nightly:2026-10-16T03:00:00Z is left to the next pass",
+        ),
+        (
+            "INFO",
+            "schedule report.nightly: queued report.nightly:2026-10-16T03:00:00Z as job "
+            + driver.requests[2].id,
+        ),
+    ]
+    assert any(
+        log["message"].startswith("queuing scheduled jobs works again after 2 failures")
+        for log in logs
+    )
     assert running.is_running
     await running.close()
     assert not running.is_running
@@ -310,7 +328,9 @@ async def test_the_loop_survives_an_unexpected_error(driver: RecordingDriver) ->
             return (await driver.counts())["pending"] == 1
 
         await wait_until(stored)
-    assert logs[0]["message"] == "job scheduler pass failed"
+    assert logs[0]["message"] == (
+        "job scheduler pass failed: RuntimeError: clock exploded; retrying in 10 ms"
+    )
     assert running.is_running
     await running.close()
 
