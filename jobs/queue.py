@@ -73,6 +73,11 @@ class JobQueue:
         assert self._context is not None
         return self._context.get_value(JOB_DRIVER)
 
+    @property
+    def registry(self) -> JobHandlerRegistry | None:
+        """The handlers this queue consults (their options win over a request's), if any."""
+        return self._registry
+
     async def enqueue(
         self,
         type_or_definition: str | JobDefinition[Any],
