@@ -265,6 +265,13 @@ class JobQueue:
             check.check_age(older_than_ms) if older_than_ms is not None else None,
         )
 
+    async def delete(self, job_id: str) -> bool:
+        """Delete one job (any state but active), freeing its key; True if it went.
+
+        False for an active job (cancel it first) or an unknown id.
+        """
+        return await self.driver.delete(check.check_job_id(job_id))
+
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""
         return await self.driver.stats()
