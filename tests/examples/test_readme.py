@@ -16,6 +16,7 @@ EXPECTED_OUTPUT = {
     "outbox": "emails for orders [1]",
     "shutdown": "",
     "schedules": "'pending': 1, 'active': 0",
+    "dashboard": "200 True",
 }
 
 
