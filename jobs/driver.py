@@ -207,6 +207,14 @@ class JobDriver(Protocol):
         """
         ...
 
+    async def delete(self, job_id: str) -> bool:
+        """Delete one job that is not active, freeing its key (an operator's "delete").
+
+        False (and no write) for an active job (its worker holds it: cancel it first) or an
+        unknown id. One atomic step, like ``purge`` of a single job.
+        """
+        ...
+
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per job type present in the store: counts by state and the oldest due job's age."""
         ...

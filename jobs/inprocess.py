@@ -261,6 +261,15 @@ class InProcessJobDriver:
                     purged += 1
         return purged
 
+    async def delete(self, job_id: str) -> bool:
+        self._check_open()
+        self._prune(self._clock.now_ms())
+        record = self._jobs.get(job_id)
+        if record is None or record.state == "active":
+            return False
+        self._delete(record)
+        return True
+
     async def stats(self) -> dict[str, JobTypeStats]:
         now = self._clock.now_ms()
         self._prune(now)

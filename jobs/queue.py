@@ -79,6 +79,11 @@ class JobQueue:
         assert self._context is not None
         return self._context.get_value(JOB_DRIVER)
 
+    @property
+    def registry(self) -> JobHandlerRegistry | None:
+        """The handlers this queue consults (their options win over a request's), if any."""
+        return self._registry
+
     async def enqueue(
         self,
         type_or_definition: str | JobDefinition[Any],
@@ -240,6 +245,13 @@ class JobQueue:
             check.check_type(type) if type is not None else None,
             check.check_age(older_than_ms) if older_than_ms is not None else None,
         )
+
+    async def delete(self, job_id: str) -> bool:
+        """Delete one job (any state but active), freeing its key; True if it went.
+
+        False for an active job (cancel it first) or an unknown id.
+        """
+        return await self.driver.delete(check.check_job_id(job_id))
 
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""

@@ -20,9 +20,9 @@ from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
-from .render import console, json_option, one_line, print_json, table
+from .render import cell_text, console, json_option, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
-from .target import Target, target_options, target_spec
+from .target import Target, id_target_options, target_options, target_spec
 
 STAT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
@@ -190,10 +190,10 @@ def list_jobs(
         if as_json:
             print_json({"jobs": page.jobs, "next_cursor": page.next_cursor})
             return
-        columns = ("id", "type", "state", "attempts", "run_at", "created_at", "last_error")
+        columns = ("id", "type", "state", "attempts", "run_at", "last_error")
         rows = [
             [j.id, j.type, j.state, f"{j.attempts}/{j.max_attempts}", j.run_at,
-             getattr(j, "created_at", None), one_line(j.last_error)]
+             one_line(j.last_error, 40)]
             for j in page.jobs
         ]  # fmt: skip
         out = console()
@@ -207,14 +207,14 @@ def list_jobs(
 
 
 @jobs.command("show")
-@click.argument("job_id", required=False, metavar="ID")
-@target_options
+@id_target_options
 @json_option
 @click.option("--key", help="Show the job holding this idempotency key instead of an ID.")
-def show_job(job_id: str | None, as_json: bool, key: str | None, **params: Any) -> None:
+def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params: Any) -> None:
     """One job: payload, attempts, every error, timestamps, key."""
-    if (job_id is None) == (key is None):
-        raise CliUsageError("give a job ID or --key, one of them")
+    if len(job_ids) + (key is not None) != 1:
+        raise CliUsageError("give one job ID or --key")
+    job_id = job_ids[0] if job_ids else None
 
     async def work(target: Target) -> None:
         if key is not None:
@@ -230,18 +230,16 @@ def show_job(job_id: str | None, as_json: bool, key: str | None, **params: Any) 
         fields = [
             ("id", info.id), ("type", info.type), ("state", info.state), ("key", info.key),
             ("attempts", f"{info.attempts} of {info.max_attempts}"), ("run_at", info.run_at),
-            ("created_at", getattr(info, "created_at", None)),
-            ("finished_at", getattr(info, "finished_at", None)),
+            ("created_at", info.created_at),
+            ("finished_at", info.finished_at),
             ("timeout_ms", info.timeout_ms),
         ]  # fmt: skip
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
         out.print(Panel(Pretty(info.payload), title="payload", title_align="left"))
-        errors = list(
-            getattr(info, "errors", None) or ([info.last_error] if info.last_error else [])
-        )
-        for number, error in enumerate(errors, 1):
-            out.print(Panel(Text(error), title=f"error {number}", title_align="left"))
+        for failed in info.errors:
+            title = f"attempt {failed.attempt} failed at {cell_text(failed.at)}"
+            out.print(Panel(Text(failed.error), title=title, title_align="left"))
 
     run_on_target(target_spec(params), work)
 

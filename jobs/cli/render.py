@@ -15,6 +15,10 @@ from rich.table import Table
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+NO_WRAP = frozenset({"id", "type", "state", "run_at", "started_at", "last_seen", "next"})
+"""Columns kept on one line (an id or a timestamp folded in two is hard to copy)."""
+
+
 def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
 
@@ -47,7 +51,12 @@ def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any
     result = Table(title=title, title_justify="left", expand=False)
     for index, name in enumerate(columns):
         numeric = bool(cells) and all(isinstance(row[index], int | float) for row in cells)
-        result.add_column(name, justify="right" if numeric else "left", overflow="fold")
+        result.add_column(
+            name,
+            justify="right" if numeric else "left",
+            overflow="fold",
+            no_wrap=name in NO_WRAP,
+        )
     for row in cells:
         result.add_row(*(cell_text(cell) for cell in row))
     return result

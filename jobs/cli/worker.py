@@ -61,16 +61,19 @@ class WorkerProcess:
         self.signals = 0
         self.stop_requested = asyncio.Event()
         self.abort_requested = asyncio.Event()
+        self.context: ApplicationContext | None = None
+        self.runner: JobRunner | None = None
+        self.ready = asyncio.Event()
 
     async def run(self) -> int:
-        context = await self._build()
+        self.context = context = await self._build()
         runner: JobRunner | None = None
         probe: HealthProbe | None = None
         server: HealthServer | None = None
         try:
             driver = context.get_value(JOB_DRIVER)
             await self._wait_for_store(driver)
-            runner = self._runner(context)
+            self.runner = runner = self._runner(context)
             self._install_signals()
             await start_lifecycles(context, self._starts)
             runner.start()
@@ -82,6 +85,7 @@ class WorkerProcess:
                 runner.settings.concurrency,
                 os.getpid(),
             )
+            self.ready.set()
             await self._serve(context, runner)
             code = await self._drain(context, runner)
         finally:

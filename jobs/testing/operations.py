@@ -25,6 +25,7 @@ from jobs.driver import (
 from jobs.operations import WorkerRegistration
 from jobs.queue import JobQueue
 
+from .deletion import DELETE_CASES
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .requests import new_request
 
@@ -570,6 +571,6 @@ OPERATIONS_CASES: tuple[str, ...] = tuple(
     name
     for name in vars(OperationsConformance)
     if name.startswith("test_") and name != "test_bad_arguments_name_themselves_and_write_nothing"
-)
+) + DELETE_CASES
 """The cases that need the operations SPI (the queue's argument checks need no driver support),
 for a driver's ``skipped_cases`` while it lacks it."""

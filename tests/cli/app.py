@@ -15,8 +15,20 @@ import json
 import os
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from framework import configuration, entry
-from jobs import JOB_DRIVER, JOBS_SETTINGS, JobContext, JobDriver, JobsSettings, job_handler
+from jobs import (
+    JOB_DRIVER,
+    JOBS_SETTINGS,
+    OUTBOX_STORE,
+    JobContext,
+    JobDriver,
+    JobsSettings,
+    OutboxStore,
+    job_handler,
+)
+from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
 from tests.stores import StoreTarget
 
 
@@ -71,3 +83,20 @@ class CliTestApp:
 
 
 NOT_A_CONFIGURATION = 42
+
+
+@configuration
+class CliOutboxApp(CliTestApp):
+    """CliTestApp with an outbox on the same SQLite file (so the worker runs the relay)."""
+
+    @entry()
+    def engine(self) -> AsyncEngine:
+        return create_engine(StoreTarget.from_json(os.environ["CLI_TEST_TARGET"]).url)
+
+    @entry()
+    def transaction_manager(self, engine: AsyncEngine) -> SQLAlchemyTransactionManager:
+        return SQLAlchemyTransactionManager(engine)
+
+    @entry(OUTBOX_STORE)
+    def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
+        return SQLAlchemyOutboxStore(transaction_manager=transaction_manager)
