@@ -68,6 +68,8 @@ class ClaimedJob:
     trace_context: str | None = None
     reclaimed: bool = False
     """This delivery follows an attempt whose lease expired (its worker died or stalled)."""
+    run_at_ms: int | None = None
+    """When the job was due (epoch ms), for ``JobContext.run_at``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -389,6 +389,7 @@ class InProcessJobDriver:
             key=record.key,
             trace_context=record.trace_context,
             reclaimed=reclaimed,
+            run_at_ms=record.run_at,
         )
 
     def _held(self, job_id: str, lease_token: str) -> JobRecord | None:

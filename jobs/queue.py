@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from pydantic import BaseModel
 
 from . import operations as check
 from .clock import to_epoch_ms
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from framework import ApplicationContext
 
     from .handlers import JobHandlerRegistry
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def new_job_id() -> str:
@@ -84,6 +88,32 @@ class JobQueue:
         """The handlers this queue consults (their options win over a request's), if any."""
         return self._registry
 
+    @overload
+    async def enqueue(
+        self,
+        type_or_definition: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> str | None: ...
+
+    @overload
+    async def enqueue(
+        self,
+        type_or_definition: str,
+        payload: Any = None,
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> str | None: ...
+
     async def enqueue(
         self,
         type_or_definition: str | JobDefinition[Any],
@@ -96,6 +126,9 @@ class JobQueue:
         key: str | None = None,
     ) -> str | None:
         """Store a job; its id, or None when a live job already holds ``key``.
+
+        With a job definition the payload is its model or a mapping the model validates
+        (type checkers refuse anything else); with a type string, any JSON value.
 
         Raises PayloadError (a ValueError) naming the path of anything in ``payload`` that is
         not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
