@@ -17,6 +17,8 @@ EXPECTED_OUTPUT = {
     "shutdown": "",
     "schedules": "'pending': 1, 'active': 0",
     "dashboard": "200 True",
+    "operations": "1 PermanentError: mailbox does not exist\nTrue\nTrue\n"
+    "due=1 scheduled=0 cancelled=1\n1\n",
 }
 
 
