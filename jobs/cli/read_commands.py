@@ -46,7 +46,7 @@ def _stats_renderable(view: dict[str, Any], store: str) -> Group:
     rows = view["types"]
     shown = table(
         f"jobs in {store}",
-        ("type", *STAT_COLUMNS, "oldest due", ""),
+        ("type", *STAT_COLUMNS, "oldest due", "flag"),
         (
             (
                 row["type"],

@@ -15,7 +15,9 @@ from rich.table import Table
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-NO_WRAP = frozenset({"id", "type", "state", "run_at", "started_at", "last_seen", "next"})
+NO_WRAP = frozenset(
+    {"id", "type", "state", "run_at", "started_at", "last_seen", "next", "oldest due", "flag"}
+)
 """Columns kept on one line (an id or a timestamp folded in two is hard to copy)."""
 
 
