@@ -29,7 +29,8 @@ class DashboardConformance:
             info = await driver.get_job(job_id)
             assert info is not None
             assert info.trace_context == expected
-            assert (await driver.list_jobs(limit=10)).jobs[0 if job_id == plain else 1] == info
+            listed = {job.id: job for job in (await driver.list_jobs(limit=10)).jobs}
+            assert listed[job_id] == info
 
     async def test_delete_removes_a_job_in_any_state_but_active_and_frees_its_key(
         self, driver_harness: DriverHarness
