@@ -296,7 +296,7 @@ class RedisJobDriver:
             await _stop(wait)  # a BLPOP in flight ends here
         await self._scripts.drain()
         if self._owns_client:
-            await self._client.aclose()
+            await self._topology.close_client()
 
     # -- internals -----------------------------------------------------------------------------
 
