@@ -7,7 +7,9 @@ from .definitions import JobDefinition, define_job
 from .driver import (
     JOB_STATES,
     LEASE_EXPIRED_ERROR,
+    MAX_ERRORS_KEPT,
     ClaimedJob,
+    FailedAttempt,
     JobDriver,
     JobInfo,
     JobRequest,
@@ -29,6 +31,13 @@ from .errors import (
 )
 from .handlers import JobHandlerRegistry, RegisteredHandler, job_handler
 from .inprocess import InProcessJobDriver
+from .operations import (
+    JobPage,
+    JobTypeStats,
+    OperationsNotImplemented,
+    WorkerInfo,
+    WorkerRegistration,
+)
 from .outbox import JobOutboxPublisher, OutboxEntry, OutboxPublisher, OutboxStore
 from .outbox_relay import OutboxRelay
 from .payload import check_payload, encode_payload
@@ -82,9 +91,17 @@ __all__ = [
     "JobRequest",
     "ClaimedJob",
     "JobInfo",
+    "FailedAttempt",
     "JobState",
     "JOB_STATES",
     "LEASE_EXPIRED_ERROR",
+    "MAX_ERRORS_KEPT",
+    # operating it
+    "JobPage",
+    "JobTypeStats",
+    "WorkerInfo",
+    "WorkerRegistration",
+    "OperationsNotImplemented",
     "InProcessJobDriver",
     "Clock",
     "ManualClock",

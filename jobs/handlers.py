@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .definitions import JobDefinition
-from .errors import DuplicateHandlerError
+from .errors import DuplicateHandlerError, JobTypeError
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
@@ -174,6 +174,24 @@ class JobHandlerRegistry:
 
     def handlers(self) -> Iterable[RegisteredHandler]:
         return list(self._handlers.values())
+
+    def only(self, types: Iterable[str]) -> JobHandlerRegistry:
+        """A registry of the handlers of ``types`` alone (a worker serving part of the types).
+
+        Raises JobTypeError naming any type without a handler here, and the known ones.
+        """
+        wanted = list(dict.fromkeys(types))
+        unknown = [job_type for job_type in wanted if job_type not in self._handlers]
+        if unknown:
+            known = ", ".join(sorted(self._handlers)) or "none"
+            raise JobTypeError(
+                f"no handler for job type(s) {', '.join(unknown)}; the handled types are {known}"
+            )
+        subset = JobHandlerRegistry()
+        subset._handlers = {job_type: self._handlers[job_type] for job_type in wanted}
+        subset._types = frozenset(subset._handlers)
+        subset._running = True
+        return subset
 
     def _scan(self, bean_name: str, bean: object) -> None:
         if inspect.isclass(bean) or inspect.ismodule(bean):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from loguru import logger
 
 from .driver import ClaimedJob, JobDriver
+from .failures import FailureStreak
 
 
 class Lease:
@@ -40,6 +41,7 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.heartbeat_ms = heartbeat_ms
         self._leases: set[Lease] = set()
+        self._failures = FailureStreak("extending leases", level="WARNING")
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -88,10 +90,9 @@ class LeaseKeeper:
         try:
             held = await self.driver.heartbeat(job.id, job.lease_token, self.lease_ms)
         except Exception as exc:
-            logger.bind(job_id=job.id).warning(
-                "heartbeat for job {} failed, trying again: {}: {}", job.id, type(exc).__name__, exc
-            )
-            held = True
+            self._failures.failed(exc, then=f"job {job.id} keeps running; the next beat retries")
+            return
+        self._failures.succeeded()
         if not held:
             logger.bind(job_id=job.id, job_type=job.type).warning(
                 "job {} ({}) lost its lease; its handler is cancelled", job.type, job.id

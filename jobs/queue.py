@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from . import operations as check
 from .clock import to_epoch_ms
 from .definitions import JobDefinition
-from .driver import JobDriver, JobRequest
+from .driver import JobDriver, JobInfo, JobRequest
+from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
 from .telemetry import current_traceparent
@@ -39,6 +41,8 @@ class NewJob:
     max_attempts: int | None = None
     timeout_ms: int | None = None
     key: str | None = None
+    trace_context: str | None = None
+    """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
 
 
 class JobQueue:
@@ -68,6 +72,11 @@ class JobQueue:
             return self._driver
         assert self._context is not None
         return self._context.get_value(JOB_DRIVER)
+
+    @property
+    def registry(self) -> JobHandlerRegistry | None:
+        """The handlers this queue consults (their options win over a request's), if any."""
+        return self._registry
 
     async def enqueue(
         self,
@@ -116,6 +125,7 @@ class JobQueue:
                         max_attempts=job.max_attempts,
                         timeout_ms=job.timeout_ms,
                         key=job.key,
+                        trace_context=job.trace_context,
                     )
                 )
             except ValueError as exc:
@@ -135,6 +145,7 @@ class JobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        trace_context: str | None = None,
     ) -> JobRequest:
         """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
@@ -161,8 +172,73 @@ class JobQueue:
             key=key,
             delay_ms=delay_ms or 0,
             run_at_ms=to_epoch_ms(run_at) if run_at is not None else None,
-            trace_context=current_traceparent(),
+            trace_context=trace_context if trace_context is not None else current_traceparent(),
         )
+
+    # -- operating it --------------------------------------------------------------------------
+
+    async def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """A page of jobs newest first; ``cursor=page.next_cursor`` for the next one."""
+        return await self.driver.list_jobs(
+            state=check.check_state(state) if state is not None else None,
+            job_type=check.check_type(type) if type is not None else None,
+            limit=check.check_limit(limit),
+            cursor=check.check_cursor(cursor) if cursor is not None else None,
+        )
+
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        return await self.driver.get_job(check.check_job_id(job_id))
+
+    async def find_job(self, *, key: str) -> JobInfo | None:
+        """The job holding idempotency ``key`` (in any state, until retention prunes it)."""
+        return await self.driver.find_job(check.check_key(key))
+
+    async def retry(self, job_id: str) -> bool:
+        """A failed or cancelled job runs again now, with exactly one more attempt.
+
+        True if it moved; False for a job in any other state or an unknown id.
+        """
+        return await self.driver.requeue(check.check_job_id(job_id))
+
+    async def retry_failed(self, type: str | None = None) -> int:
+        """``retry`` every failed job (of ``type``); how many moved."""
+        job_type = check.check_type(type) if type is not None else None
+        return await self.driver.requeue_failed(job_type)
+
+    async def cancel(self, job_id: str) -> bool:
+        """A pending job is cancelled; an active one too, and its handler is interrupted.
+
+        True if it was cancelled; False for a finished job or an unknown id.
+        """
+        return await self.driver.cancel(check.check_job_id(job_id))
+
+    async def purge(
+        self,
+        states: Iterable[str] = ("completed",),
+        type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        """Delete jobs in ``states`` (never ``active``), freeing their keys; how many went."""
+        return await self.driver.purge(
+            check.check_purge_states(states),
+            check.check_type(type) if type is not None else None,
+            check.check_age(older_than_ms) if older_than_ms is not None else None,
+        )
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""
+        return await self.driver.stats()
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The worker processes seen within their last three heartbeat intervals."""
+        return await self.driver.list_workers()
 
     def _max_attempts(
         self, job_type: str, definition: JobDefinition[Any] | None, requested: int | None

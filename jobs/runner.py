@@ -21,6 +21,7 @@ from loguru import logger
 from .driver import ClaimedJob, JobDriver
 from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
+from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .leases import LeaseKeeper
 from .retry import DEFAULT_BACKOFF, Backoff
@@ -69,7 +70,8 @@ class JobRunner:
         self._loop_task: asyncio.Task[None] | None = None
         self._beat_task: asyncio.Task[None] | None = None
         self._waiting = False
-        self._wait_failures = 0
+        self._claim_failures = FailureStreak("claiming jobs")
+        self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
         self._stopping = False
         self._closed = False
@@ -144,7 +146,7 @@ class JobRunner:
     # -- the claim loop ------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        failures = 0
+        failures = self._claim_failures
         concurrency = self.settings.concurrency
         while not self._stopping:
             free = concurrency - len(self._attempts)
@@ -155,16 +157,11 @@ class JobRunner:
             try:
                 jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
             except Exception as exc:
-                failures += 1
-                delay_ms = STORE_BACKOFF(failures)
-                logger.opt(exception=exc).error(
-                    "claiming jobs failed ({} in a row); retrying in {} ms", failures, delay_ms
-                )
+                delay_ms = STORE_BACKOFF(failures.count + 1)
+                failures.failed(exc, retry_in_ms=delay_ms)
                 await self._wait(asyncio.sleep(delay_ms / 1000))
                 continue
-            if failures:
-                logger.info("claiming jobs works again after {} failure(s)", failures)
-                failures = 0
+            failures.succeeded()
             for job in jobs:
                 self._launch(job)
             if len(jobs) < free:
@@ -175,20 +172,16 @@ class JobRunner:
         self._waiting = True
         try:
             await waiting
-            self._wait_failures = 0
+            self._wait_failures.succeeded()
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
         except Exception as exc:
             # Back off, then claim again: a wake-up broken by a store outage must not leave an
             # idle runner deaf for a whole poll interval once the store is back.
-            self._wait_failures += 1
-            delay_ms = min(STORE_BACKOFF(self._wait_failures), self.settings.poll_interval_ms)
-            logger.opt(exception=exc).error(
-                "waiting for jobs failed ({} in a row); claiming again in {} ms",
-                self._wait_failures,
-                delay_ms,
-            )
+            failures = self._wait_failures
+            delay_ms = min(STORE_BACKOFF(failures.count + 1), self.settings.poll_interval_ms)
+            failures.failed(exc, then=f"claiming again in {delay_ms} ms")
             await asyncio.sleep(delay_ms / 1000)
         finally:
             self._waiting = False

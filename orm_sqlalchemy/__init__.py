@@ -3,8 +3,8 @@
 from .engine import configure_sqlite, create_engine, is_sqlite, normalize_url
 from .errors import NoTransactionError, SQLAlchemyJobsError
 from .outbox import SQLAlchemyOutboxStore
-from .schema import JobSchema, job_schema
 from .store import SQLAlchemyJobStore
+from .tables import JobSchema, OutboxSchema, job_schema, outbox_schema
 from .transactions import (
     SQLAlchemyTransactionManager,
     TransactionRolledBackError,
@@ -23,6 +23,8 @@ __all__ = [
     "SQLAlchemyJobStore",
     "JobSchema",
     "job_schema",
+    "OutboxSchema",
+    "outbox_schema",
     "create_engine",
     "configure_sqlite",
     "is_sqlite",

@@ -2,8 +2,9 @@
 
 ``append`` writes through the session open in the caller's context, so the entry commits or
 rolls back with the business change; it never opens a transaction of its own. ``claim``,
-``mark_published``, ``release`` and ``prune`` are one statement each, its own transaction, run
-on driver connections of the store's own like the job store's hot path (``store_backends``;
+``mark_published``, ``mark_published_many`` (a claimed batch), ``release`` and ``prune`` are
+one statement each, its own transaction, run on driver connections of the store's own like
+the job store's hot path (``_database.connections``;
 the statements are in ``sql/outbox_*.sql``). Their failures are ``jobs.errors`` types
 (``StoreUnavailableError``, ``StoreSchemaError``, ``DriverError``).
 
@@ -36,10 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from loguru import logger
@@ -49,26 +51,20 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from jobs.clock import Clock, to_datetime
+from jobs.clock import Clock
 from jobs.definitions import JobDefinition, resolve_job
 from jobs.errors import DriverError
 from jobs.outbox import OutboxEntry
-from jobs.payload import MAX_KEY_LENGTH, check_name, decode_payload, encode_payload
+from jobs.payload import MAX_KEY_LENGTH, check_name, encode_payload
 from jobs.telemetry import current_traceparent
 
+from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
+from ._database.errors import check_engine, store_error
+from ._database.listener import PostgresListener
+from ._database.statements import load_statements
 from .engine import is_sqlite
-from .listen import PostgresListener
-from .outbox_schema import outbox_schema
-from .sql import load_statements
-from .store_backends import (
-    Backend,
-    PostgresBackend,
-    Row,
-    SQLiteBackend,
-    check_engine,
-    store_error,
-)
-from .tables import lock_for_creation
+from .rows import outbox_entry
+from .tables import lock_for_creation, outbox_schema
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
@@ -81,7 +77,12 @@ _PG_CONNECTIONS = 4
 
 
 class SQLAlchemyOutboxStore:
-    """An ``OutboxStore`` on the engine of ``transaction_manager`` (SQLite or PostgreSQL)."""
+    """An ``OutboxStore`` on the engine of ``transaction_manager`` (SQLite or PostgreSQL).
+
+    ``table_prefix`` names the table (``<prefix>entries``), ``schema`` its PostgreSQL schema and
+    ``metadata`` the MetaData to hold it (yours, for Alembic). ``clock`` replaces the
+    database's clock (tests).
+    """
 
     def __init__(
         self,
@@ -91,11 +92,12 @@ class SQLAlchemyOutboxStore:
         clock: Clock | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         metadata: MetaData | None = None,
+        schema: str | None = None,
     ) -> None:
         self._tm = transaction_manager
         self._engine = transaction_manager.engine
         check_engine(self._engine, store="SQLAlchemyOutboxStore")
-        self._schema = outbox_schema(table_prefix, metadata)
+        self._schema = outbox_schema(table_prefix, metadata, schema=schema)
         self._table = self._schema.entries
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
@@ -103,7 +105,7 @@ class SQLAlchemyOutboxStore:
         self._postgres = dialect.name == "postgresql"
         self._sqlite = is_sqlite(self._engine)
         url_text = self._engine.url.render_as_string(hide_password=True)
-        self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.name})"
+        self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.fullname})"
         self._sql = load_statements(
             dialect.name, dialect.identifier_preparer.format_table(self._table), resource="outbox"
         )
@@ -238,13 +240,21 @@ class SQLAlchemyOutboxStore:
         rows = await self._fetch(
             "claim", limit=limit, lease_ms=lease_ms, token=secrets.token_hex(12)
         )
-        entries = [_entry(row) for row in rows]
+        entries = [outbox_entry(row) for row in rows]
         entries.sort(key=lambda entry: (entry.created_at, entry.id))
         return entries
 
     async def mark_published(self, entry_id: str, lease_token: str) -> bool:
         """Mark a leased entry published; False, writing nothing, if ``lease_token`` is stale."""
         return bool(await self._fetch("mark_published", id=entry_id, lease_token=lease_token))
+
+    async def mark_published_many(self, entries: Sequence[OutboxEntry]) -> list[str]:
+        """Mark leased entries published in one statement; the ids marked (an entry whose
+        lease token is stale is left as it is)."""
+        if not entries:
+            return []
+        pairs = json.dumps([[entry.id, entry.lease_token] for entry in entries])
+        return [row["id"] for row in await self._fetch("mark_published_many", entries=pairs)]
 
     async def release(self, entry_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
         """Make a leased entry claimable again after ``delay_ms``; False if the token is stale."""
@@ -319,7 +329,7 @@ class SQLAlchemyOutboxStore:
         The caller records it ready only after that transaction commits: a rollback takes
         the new table with it.
         """
-        await lock_for_creation(conn, "outbox", self._table.name)
+        await lock_for_creation(conn, "outbox", self._table.fullname)
         await conn.run_sync(self._schema.metadata.create_all, tables=[self._table])
 
     def _mark_schema_ready(self) -> None:
@@ -357,20 +367,3 @@ class SQLAlchemyOutboxStore:
 
 def _no_one(pid: int) -> bool:
     return False
-
-
-def _entry(row: Row) -> OutboxEntry:
-    """A row of the claim's RETURNING list."""
-    entry_id, entry_type, payload, key, delay_ms, created_at, attempts, lease_token, trace = row
-    return OutboxEntry(
-        id=entry_id,
-        type=entry_type,
-        payload=decode_payload(payload),
-        key=key,
-        delay_ms=delay_ms,
-        created_at=to_datetime(created_at),
-        attempts=attempts,
-        lease_token=lease_token,
-        trace_context=trace,
-    )
-

@@ -8,9 +8,10 @@ the statements are the same, with ``:now`` bound.
 
 Transitions. Enqueue (with key dedupe), claim (with reclaim or terminal failure of expired
 leases), heartbeat, complete, retry and fail are one statement each, so one round trip and one
-transaction: see ``sql/`` for the statements and ``store_backends`` for how they are run.
+transaction: see ``_database/sql/`` for the statements and ``_database.connections`` for how they
+are run.
 Under load, calls that arrive together share a commit: SQLite runs them in one transaction,
-PostgreSQL completes them in one statement (``store_batch``); each caller still gets its own
+PostgreSQL completes them in one statement (``_database.batching``); each caller still gets its own
 outcome, once durable.
 
 Engine. ``SQLAlchemyJobStore(url=...)`` makes an engine with ``orm_sqlalchemy.engine`` and
@@ -44,23 +45,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobs.clock import Clock, ManualClock
 from jobs.driver import LEASE_EXPIRED_ERROR, ClaimedJob, JobInfo, JobRequest, JobStateCounts
 from jobs.errors import DriverError
+from jobs.operations import OperationsNotImplemented
 from jobs.settings import Retention
 
+from ._database.batching import Coalescer
+from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
+from ._database.errors import check_engine, store_error
+from ._database.listener import PostgresListener
+from ._database.statements import load_statements
+from ._database.wakeup import Notifier, Waiters
 from .engine import configure_sqlite, create_engine
-from .listen import PostgresListener
-from .schema import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
-from .sql import load_statements
-from .store_backends import (
-    Backend,
-    PostgresBackend,
-    Row,
-    SQLiteBackend,
-    check_engine,
-    store_error,
-)
-from .store_batch import Coalescer
-from .store_rows import claimed_job, job_info, state_counts
-from .store_wakeup import Notifier, Waiters
+from .rows import claimed_job, job_info, state_counts
+from .tables import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 
 __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
 
@@ -68,7 +64,7 @@ PRUNE_BATCH = 1_000
 """At most this many expired rows are deleted by one ``prune()``."""
 
 
-class SQLAlchemyJobStore:
+class SQLAlchemyJobStore(OperationsNotImplemented):
     """The JobDriver on SQLAlchemy: SQLite (aiosqlite) or PostgreSQL (asyncpg).
 
     ``url`` or ``engine`` (exactly one): a URL makes an engine the store owns; an engine is
@@ -197,14 +193,17 @@ class SQLAlchemyJobStore:
         )
         leased: list[Row] = []
         for row in rows:
-            if row[0] == "active":
+            if row["state"] == "active":
                 leased.append(row)
             else:
                 logger.warning(
-                    "job {} ({}) failed: its lease expired with no attempts left", row[2], row[3]
+                    "job {} ({}) failed: its lease expired with no attempts left",
+                    row["id"],
+                    row["type"],
+
                 )
         await self._prune_in_passing()
-        leased.sort(key=lambda row: cast(int, row[1]))
+        leased.sort(key=lambda row: cast(int, row["run_at"]))
         return [claimed_job(row) for row in leased]
 
     async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
@@ -226,7 +225,7 @@ class SQLAlchemyJobStore:
             error=error,
         )
         if rows:
-            self._announce(rows[0][0])
+            self._announce(rows[0]["type"])
         return bool(rows)
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
@@ -255,7 +254,7 @@ class SQLAlchemyJobStore:
             wait_ms = timeout_ms
             if types:
                 rows = await self._fetch("next_due", types=self._types(types))
-                due_in = rows[0][0] if rows else None
+                due_in = rows[0]["due_in"] if rows else None
                 if due_in is not None:
                     if due_in <= 0:
                         return
@@ -361,7 +360,7 @@ class SQLAlchemyJobStore:
             lease_tokens=[token for _, token in group],
             retain_ms=self._retention.completed_ms,
         )
-        completed = {row[0] for row in rows}
+        completed = {row["id"] for row in rows}
         return [job_id in completed for job_id, _ in group]
 
     async def _prepare_schema(self) -> None:

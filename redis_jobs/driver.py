@@ -74,6 +74,7 @@ from jobs.driver import (
     JobStateCounts,
 )
 from jobs.errors import DriverError
+from jobs.operations import OperationsNotImplemented
 from jobs.payload import decode_payload
 from jobs.settings import Retention
 
@@ -97,7 +98,7 @@ SAFE_MEMORY_POLICY = "noeviction"
 """The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
-class RedisJobDriver:
+class RedisJobDriver(OperationsNotImplemented):
     """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
 
     def __init__(
@@ -134,6 +135,12 @@ class RedisJobDriver:
         self._closing = asyncio.Event()
         self._closed = False
         self._policy_check: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        pool = getattr(self._client, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", {})
+        where = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+        return f"RedisJobDriver({where} db {kwargs.get('db', 0)}, namespace {self.namespace!r})"
 
     @property
     def namespace(self) -> str:
@@ -260,7 +267,9 @@ class RedisJobDriver:
         keys = self._keys
         names = [keys.counts, keys.completed, keys.failed]
         reply = await self._scripts.call("counts", names, [self._now()])
-        return dict(zip(JOB_STATES, (int(value) for value in reply), strict=True))
+        counts = dict.fromkeys(JOB_STATES, 0)
+        counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
+        return counts
 
     # -- wake-up and close ---------------------------------------------------------------------
 

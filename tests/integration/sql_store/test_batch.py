@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from orm_sqlalchemy.store_batch import Coalescer
+from orm_sqlalchemy._database.batching import Coalescer
 
 
 class Recorder:

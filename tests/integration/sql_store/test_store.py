@@ -16,8 +16,8 @@ from jobs.clock import ManualClock
 from jobs.errors import DriverError, StoreSchemaError, StoreUnavailableError
 from jobs.testing import new_request
 from orm_sqlalchemy.engine import create_engine
-from orm_sqlalchemy.schema import job_schema
 from orm_sqlalchemy.store import PRUNE_BATCH, SQLAlchemyJobStore
+from orm_sqlalchemy.tables import job_schema
 from tests.support import captured_logs, wait_until
 
 from .support import StoreHarness

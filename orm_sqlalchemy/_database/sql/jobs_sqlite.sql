@@ -80,13 +80,13 @@ FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
 
 -- name: counts
-SELECT state, count(*) FROM {table}
+SELECT state, count(*) AS jobs FROM {table}
 WHERE expires_at IS NULL OR expires_at > :now
 GROUP BY state;
 
 -- name: next_due
 -- Milliseconds until the next job of :types is due (negative: overdue; NULL: none).
-SELECT min(due_at) - :now FROM {table}
+SELECT min(due_at) - :now AS due_in FROM {table}
 WHERE due_at IS NOT NULL AND type IN (SELECT value FROM json_each(:types));
 
 -- name: prune

@@ -24,83 +24,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import StaticPool
 
-from jobs.errors import DriverError, StoreSchemaError, StoreUnavailableError
+from jobs.errors import DriverError, StoreUnavailableError
 
-from .sql import Statement
-from .store_batch import Coalescer
+from .batching import Coalescer
+from .errors import store_error
+from .statements import Statement
 
-__all__ = ["Backend", "PostgresBackend", "SQLiteBackend", "check_engine", "store_error"]
+__all__ = ["Backend", "PostgresBackend", "Row", "SQLiteBackend"]
 
-Row = Sequence[Any]
-
-_PG_UNAVAILABLE = (
-    asyncpg.PostgresConnectionError,  # class 08
-    asyncpg.exceptions.OperatorInterventionError,  # 57: shutdown, cannot connect now, canceled
-    asyncpg.exceptions.InsufficientResourcesError,  # 53: too many connections, disk full
-    asyncpg.exceptions.ConnectionDoesNotExistError,
-)
-_PG_SCHEMA = (asyncpg.exceptions.UndefinedTableError, asyncpg.exceptions.UndefinedColumnError)
-_SQLITE_SCHEMA_HINTS = ("no such table", "no such column", "has no column")
-
+Row = Mapping[str, Any]
+"""A result row, read by column name (asyncpg Records, sqlite3.Row)."""
 
 class Backend(Protocol):
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]: ...
 
     async def close(self) -> None: ...
-
-
-def store_error(exc: Exception, store: str) -> DriverError:
-    """The ``jobs.errors`` type for a failure of ``store``, caused by ``exc``."""
-    if isinstance(exc, DriverError):
-        return exc
-    error = _translate(exc, store)
-    error.__cause__ = exc
-    return error
-
-
-def _translate(exc: Exception, store: str) -> DriverError:
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        if exc.connection_invalidated:
-            return StoreUnavailableError(f"{store} lost its database connection: {exc.orig}")
-        cause = exc.orig.__cause__ if isinstance(exc.orig.__cause__, Exception) else exc.orig
-        return store_error(cause, store)
-    if isinstance(exc, _PG_SCHEMA) or (
-        isinstance(exc, sqlite3.OperationalError)
-        and any(hint in str(exc) for hint in _SQLITE_SCHEMA_HINTS)
-    ):
-        return StoreSchemaError(f"{store} does not fit the database's tables: {exc}")
-    if isinstance(exc, (OSError, sqlite3.OperationalError, *_PG_UNAVAILABLE)):
-        reason = str(exc) or type(exc).__name__
-        return StoreUnavailableError(f"{store} cannot reach its database: {reason}")
-    if isinstance(exc, asyncpg.exceptions.UniqueViolationError | sqlite3.IntegrityError):
-        return DriverError(f"{store} refused a duplicate: {exc}")
-    if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | sqlite3.Error):
-        return DriverError(f"{store} failed a statement: {exc}")
-    if isinstance(exc, SQLAlchemyError):
-        return DriverError(f"{store} failed: {exc}")
-    return DriverError(f"{store} failed: {type(exc).__name__}: {exc}")
-
-
-def check_engine(engine: AsyncEngine, *, store: str = "SQLAlchemyJobStore") -> None:
-    """ValueError unless ``store`` can open connections of its own on ``engine``."""
-    dialect = engine.dialect
-    if (dialect.name, dialect.driver) not in {("postgresql", "asyncpg"), ("sqlite", "aiosqlite")}:
-        raise ValueError(
-            f"{store} runs on sqlite+aiosqlite or postgresql+asyncpg, "
-            f"not {dialect.name}+{dialect.driver}"
-        )
-    if dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
-        raise ValueError(f"{store} needs a SQLite file: an in-memory database is per connection")
-    if isinstance(engine.pool, StaticPool):
-        raise ValueError(f"{store} needs an engine that can open connections, not StaticPool")
 
 
 async def _open(engine: AsyncEngine) -> Any:
@@ -226,7 +170,7 @@ class SQLiteBackend:
     SQLite has one writer at a time, so more connections would only queue on its lock. With
     ``synchronous=FULL`` every commit waits for an fsync, which would cap the store at about
     one operation per fsync; so statements that arrive while others run are executed together
-    in one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (see ``store_batch``), and each caller gets its
+    in one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (see ``batching``), and each caller gets its
     result once that commit is durable. A lone statement runs on its own (autocommit). Each
     statement keeps its own effect: if one in a group fails, the group is rolled back and its
     statements are run again one by one, so that only the failing one reports the error.
@@ -301,4 +245,5 @@ class SQLiteBackend:
                     f"{self._name} needs a SQLite engine set up by "
                     "orm_sqlalchemy.engine.configure_sqlite (autocommit driver connections)"
                 )
+            connection.row_factory = sqlite3.Row
             self._connection = connection

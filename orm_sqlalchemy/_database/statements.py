@@ -1,4 +1,5 @@
-"""SQL statements kept as package resources, one file per store and dialect, loaded once per table.
+"""SQL statements kept as package resources (``sql/``), one file per store and dialect, loaded
+once per table.
 
 A file (``<resource>_<dialect>.sql``: ``jobs_sqlite.sql``, ``outbox_postgresql.sql`` ...) holds
 named statements (``-- name: claim``) with ``:name`` parameters and two macros: ``{table}`` (the
@@ -18,6 +19,7 @@ from typing import Any
 
 __all__ = ["Statement", "load_statements"]
 
+_SQL = files(__name__.rsplit(".", 1)[0]).joinpath("sql")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -44,7 +46,7 @@ class Statement:
 
 @cache
 def _sections(resource: str, dialect: str) -> dict[str, str]:
-    source = files(__name__).joinpath(f"{resource}_{dialect}.sql").read_text(encoding="utf-8")
+    source = _SQL.joinpath(f"{resource}_{dialect}.sql").read_text(encoding="utf-8")
     parts = _NAME.split(source)
     return {
         name: _strip_comments(body) for name, body in zip(parts[1::2], parts[2::2], strict=True)

@@ -30,6 +30,13 @@ UPDATE {table} SET published_at = {now}
 WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
 RETURNING 1;
 
+-- name: mark_published_many
+-- :entries is a JSON array of [id, lease_token] pairs, one per entry of a claimed batch.
+UPDATE {table} AS e SET published_at = {now}
+FROM jsonb_array_elements(CAST(:entries AS jsonb)) AS m(pair)
+WHERE e.id = m.pair ->> 0 AND e.lease_token = m.pair ->> 1 AND e.published_at IS NULL
+RETURNING e.id;
+
 -- name: release
 UPDATE {table} SET
     available_at = {now} + CAST(:delay_ms AS bigint), lease_token = NULL,

@@ -1,0 +1,76 @@
+"""Database failures as ``jobs.errors`` types, and the engines the SQL stores can run on.
+
+Driver exceptions (asyncpg, sqlite3, SQLAlchemy's wrappers of them) become ``jobs.errors``
+types here, at the boundary: a database that cannot be reached or is not ready is a
+``StoreUnavailableError`` (callers retry it), tables that do not fit are a
+``StoreSchemaError``, anything else a ``DriverError``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import StaticPool
+
+from jobs.errors import DriverError, StoreSchemaError, StoreUnavailableError
+
+__all__ = ["check_engine", "store_error"]
+
+_PG_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError,  # class 08
+    asyncpg.exceptions.OperatorInterventionError,  # 57: shutdown, cannot connect now, canceled
+    asyncpg.exceptions.InsufficientResourcesError,  # 53: too many connections, disk full
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+)
+_PG_SCHEMA = (asyncpg.exceptions.UndefinedTableError, asyncpg.exceptions.UndefinedColumnError)
+_SQLITE_SCHEMA_HINTS = ("no such table", "no such column", "has no column")
+
+
+
+def store_error(exc: Exception, store: str) -> DriverError:
+    """The ``jobs.errors`` type for a failure of ``store``, caused by ``exc``."""
+    if isinstance(exc, DriverError):
+        return exc
+    error = _translate(exc, store)
+    error.__cause__ = exc
+    return error
+
+
+def _translate(exc: Exception, store: str) -> DriverError:
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        if exc.connection_invalidated:
+            return StoreUnavailableError(f"{store} lost its database connection: {exc.orig}")
+        cause = exc.orig.__cause__ if isinstance(exc.orig.__cause__, Exception) else exc.orig
+        return store_error(cause, store)
+    if isinstance(exc, _PG_SCHEMA) or (
+        isinstance(exc, sqlite3.OperationalError)
+        and any(hint in str(exc) for hint in _SQLITE_SCHEMA_HINTS)
+    ):
+        return StoreSchemaError(f"{store} does not fit the database's tables: {exc}")
+    if isinstance(exc, (OSError, sqlite3.OperationalError, *_PG_UNAVAILABLE)):
+        reason = str(exc) or type(exc).__name__
+        return StoreUnavailableError(f"{store} cannot reach its database: {reason}")
+    if isinstance(exc, asyncpg.exceptions.UniqueViolationError | sqlite3.IntegrityError):
+        return DriverError(f"{store} refused a duplicate: {exc}")
+    if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | sqlite3.Error):
+        return DriverError(f"{store} failed a statement: {exc}")
+    if isinstance(exc, SQLAlchemyError):
+        return DriverError(f"{store} failed: {exc}")
+    return DriverError(f"{store} failed: {type(exc).__name__}: {exc}")
+
+
+def check_engine(engine: AsyncEngine, *, store: str = "SQLAlchemyJobStore") -> None:
+    """ValueError unless ``store`` can open connections of its own on ``engine``."""
+    dialect = engine.dialect
+    if (dialect.name, dialect.driver) not in {("postgresql", "asyncpg"), ("sqlite", "aiosqlite")}:
+        raise ValueError(
+            f"{store} runs on sqlite+aiosqlite or postgresql+asyncpg, "
+            f"not {dialect.name}+{dialect.driver}"
+        )
+    if dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
+        raise ValueError(f"{store} needs a SQLite file: an in-memory database is per connection")
+    if isinstance(engine.pool, StaticPool):
+        raise ValueError(f"{store} needs an engine that can open connections, not StaticPool")
