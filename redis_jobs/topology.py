@@ -63,6 +63,7 @@ class Topology:
             settings = pool.connection_kwargs
         self.socket_timeout: float | None = settings.get("socket_timeout")
         self._address = _address(settings)
+        self._db = settings.get("db", 0)
         self._namespace = keys.namespace
         self._seen: str | None = None
 
@@ -79,6 +80,16 @@ class Topology:
             address = pool.master_address
             return None if address is None else f"{address[0]}:{address[1]}"
         return self._address
+
+    def describe(self) -> str:
+        """Where the client points, for messages: ``host:port db N``, Sentinel or Cluster."""
+        if isinstance(self.client, RedisCluster):
+            node = self.client.get_default_node()
+            return f"Redis Cluster via {node.name if node is not None else 'its startup nodes'}"
+        if isinstance(self.client.connection_pool, SentinelConnectionPool):
+            service = self.client.connection_pool.service_name
+            return f"Sentinel service {service!r} (primary {self.where() or 'not yet found'})"
+        return f"{self._address or '?'} db {self._db}"
 
     def observe(self) -> None:
         """After a call that went through: log one line if the namespace's primary moved."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from .redis_server import redis_server_binary
+from jobs.testing.redis_server import redis_server_binary
 
 PORTS = range(7000, 7300)
 BUS_OFFSET = 10_000
