@@ -16,6 +16,7 @@ runner.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,7 +26,13 @@ from loguru import logger
 from .failures import FailureStreak
 from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
 from .retry import Backoff, exponential_backoff
-from .telemetry import describe_error
+from .telemetry import (
+    current,
+    describe_error,
+    end_publish_span,
+    start_publish_span,
+    traceparent_for,
+)
 
 _PRUNE_EVERY_S = 60.0
 
@@ -162,9 +169,16 @@ class OutboxRelay:
             for entry in entries:
                 await self._publish(entry)
             return
+        spans = [start_publish_span(entry) for entry in entries]
+        carried = [
+            dataclasses.replace(entry, trace_context=traceparent_for(span, entry.trace_context))
+            for entry, span in zip(entries, spans, strict=True)
+        ]
         try:
-            await publish_many(entries)
+            await publish_many(carried)
         except Exception as exc:
+            for span in spans:
+                end_publish_span(span, exc)
             logger.warning(
                 "publishing a batch of {} outbox entries failed ({}: {}); publishing one by one",
                 len(entries),
@@ -174,6 +188,8 @@ class OutboxRelay:
             for entry in entries:
                 await self._publish(entry)
             return
+        for span in spans:
+            end_publish_span(span)
         marked = set(await self.store.mark_published_many(entries))
         self.stats["published"] += len(marked)
         for entry in entries:
@@ -181,9 +197,12 @@ class OutboxRelay:
                 self._warn_reclaimed(entry)
 
     async def _publish(self, entry: OutboxEntry) -> None:
+        span = start_publish_span(entry)
         try:
-            await self.publisher.publish(entry)
+            with current(span):
+                await self.publisher.publish(entry)
         except Exception as exc:
+            end_publish_span(span, exc)
             self.stats["failed"] += 1
             delay_ms = self.backoff(entry.attempts)
             self._publish_failures.failed(
@@ -193,6 +212,7 @@ class OutboxRelay:
                 entry.id, entry.lease_token, delay_ms=delay_ms, error=describe_error(exc)
             )
             return
+        end_publish_span(span)
         self._publish_failures.succeeded()
         if await self.store.mark_published(entry.id, entry.lease_token):
             self.stats["published"] += 1

@@ -7,6 +7,7 @@ outcomes settled by one ``Settler`` (``settling``); dependencies run one way, fr
 A failing store call is logged and retried with backoff; the loop does not die. ``stop()``
 ends claiming while attempts in flight go on; ``close()`` also waits for them (up to
 ``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
+While started, the runner is listed in ``workers()`` (``presence``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .leases import LeaseKeeper
+from .operations import WorkerRegistration
+from .presence import WorkerPresence, new_worker_id
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
@@ -67,6 +70,8 @@ class JobRunner:
             ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
+        self.worker_id = new_worker_id()
+        self.presence = WorkerPresence(driver, self.heartbeat_ms, self._registration)
         self._loop_task: asyncio.Task[None] | None = None
         self._beat_task: asyncio.Task[None] | None = None
         self._waiting = False
@@ -102,6 +107,7 @@ class JobRunner:
         self._loop_task = loop.create_task(self._claim_loop(), name="jobs.runner.claim-loop")
         if self._beat_task is None:
             self._beat_task = loop.create_task(self.leases.run(), name="jobs.runner.heartbeats")
+        self.presence.start()
 
     def stop(self) -> None:
         """Stop claiming; jobs in flight go on. Idempotent."""
@@ -141,7 +147,19 @@ class JobRunner:
         if self._beat_task is not None:
             self._beat_task.cancel()
             await asyncio.gather(self._beat_task, return_exceptions=True)
+        await self.presence.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def _registration(self) -> WorkerRegistration:
+        host, pid, _ = self.worker_id.rsplit(":", 2)
+        return WorkerRegistration(
+            id=self.worker_id,
+            host=host,
+            pid=int(pid),
+            types=tuple(sorted(self.registry.types)),
+            concurrency=self.settings.concurrency,
+            in_flight=len(self._attempts),
+        )
 
     # -- the claim loop ------------------------------------------------------------------------
 
