@@ -137,10 +137,7 @@ class RedisJobDriver(OperationsNotImplemented):
         self._policy_check: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
-        pool = getattr(self._client, "connection_pool", None)
-        kwargs = getattr(pool, "connection_kwargs", {})
-        where = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-        return f"RedisJobDriver({where} db {kwargs.get('db', 0)}, namespace {self.namespace!r})"
+        return f"RedisJobDriver({self._topology.describe()}, namespace {self.namespace!r})"
 
     @property
     def namespace(self) -> str:
@@ -305,7 +302,7 @@ class RedisJobDriver(OperationsNotImplemented):
             await _stop(wait)  # a BLPOP in flight ends here
         await self._scripts.drain()
         if self._owns_client:
-            await self._client.aclose()
+            await self._topology.close_client()
 
     # -- internals -----------------------------------------------------------------------------
 
