@@ -68,6 +68,8 @@ class ClaimedJob:
     trace_context: str | None = None
     reclaimed: bool = False
     """This delivery follows an attempt whose lease expired (its worker died or stalled)."""
+    run_at_ms: int | None = None
+    """When the job was due (epoch ms), for ``JobContext.run_at``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +102,8 @@ class JobInfo:
     timeout_ms: int | None = None
     created_at: datetime | None = None
     finished_at: datetime | None = None
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the trace that enqueued the job, if one was active."""
     errors: tuple[FailedAttempt, ...] = ()
 
 
@@ -204,6 +208,14 @@ class JobDriver(Protocol):
         ``older_than_ms``: only jobs finished (or, pending ones, created) at least that long ago
         by the store's clock. Each job is its own atomic step: a job that left ``states`` in
         the meantime is kept and not counted.
+        """
+        ...
+
+    async def delete(self, job_id: str) -> bool:
+        """Delete one job that is not active, freeing its key (an operator's "delete").
+
+        False (and no write) for an active job (its worker holds it: cancel it first) or an
+        unknown id. One atomic step, like ``purge`` of a single job.
         """
         ...
 

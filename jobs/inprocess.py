@@ -261,6 +261,15 @@ class InProcessJobDriver:
                     purged += 1
         return purged
 
+    async def delete(self, job_id: str) -> bool:
+        self._check_open()
+        self._prune(self._clock.now_ms())
+        record = self._jobs.get(job_id)
+        if record is None or record.state == "active":
+            return False
+        self._delete(record)
+        return True
+
     async def stats(self) -> dict[str, JobTypeStats]:
         now = self._clock.now_ms()
         self._prune(now)
@@ -380,6 +389,7 @@ class InProcessJobDriver:
             key=record.key,
             trace_context=record.trace_context,
             reclaimed=reclaimed,
+            run_at_ms=record.run_at,
         )
 
     def _held(self, job_id: str, lease_token: str) -> JobRecord | None:

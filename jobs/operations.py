@@ -192,6 +192,9 @@ class OperationsNotImplemented:
     ) -> int:
         raise self._unsupported("purge")
 
+    async def delete(self, job_id: str) -> bool:
+        raise self._unsupported("delete")
+
     async def stats(self) -> dict[str, JobTypeStats]:
         raise self._unsupported("stats")
 

@@ -18,18 +18,26 @@ The first claim checks the store: if it cannot be reached, one line says so, nam
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loguru import logger
 
 from .failures import FailureStreak, describe_cause
 from .health import Health, StoreContact, build_health, store_name
+from .metrics import record_published, record_published_batch, watch_outbox
 from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
 from .retry import Backoff, exponential_backoff
 from .supervision import Supervisor
-from .telemetry import describe_error
+from .telemetry import (
+    current,
+    describe_error,
+    end_publish_span,
+    start_publish_span,
+    traceparent_for,
+)
 
 _PRUNE_EVERY_S = 60.0
 RELAY_LOOP = "relay"
@@ -70,6 +78,7 @@ class OutboxRelay:
         self._stopping = False
         self._closed = False
         self._last_prune = 0.0
+        self._unwatch: Callable[[], None] = lambda: None
         self._relay_failures = FailureStreak("relaying outbox entries")
         self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
 
@@ -98,6 +107,7 @@ class OutboxRelay:
         self._stopping = False
         self._started = True
         self._supervisor.spawn(RELAY_LOOP, self._loop)
+        self._unwatch = watch_outbox(self.store)
 
     def stop(self) -> None:
         """Stop claiming entries; a batch being published is finished. Idempotent."""
@@ -115,6 +125,7 @@ class OutboxRelay:
         self.stop()
         await self._supervisor.close()
         await self._finish_prefetched_claim()
+        self._unwatch()
 
     async def relay_once(self) -> int:
         """Claim one batch and publish it; how many entries were claimed."""
@@ -188,9 +199,16 @@ class OutboxRelay:
             for entry in entries:
                 await self._publish(entry)
             return
+        spans = [start_publish_span(entry) for entry in entries]
+        carried = [
+            dataclasses.replace(entry, trace_context=traceparent_for(span, entry.trace_context))
+            for entry, span in zip(entries, spans, strict=True)
+        ]
         try:
-            await publish_many(entries)
+            await publish_many(carried)
         except Exception as exc:
+            for span in spans:
+                end_publish_span(span, exc)
             logger.warning(
                 "publishing a batch of {} outbox entries failed ({}: {}); publishing one by one",
                 len(entries),
@@ -200,16 +218,22 @@ class OutboxRelay:
             for entry in entries:
                 await self._publish(entry)
             return
+        for span in spans:
+            end_publish_span(span)
         marked = set(await self.store.mark_published_many(entries))
         self.stats["published"] += len(marked)
+        record_published_batch(entries, marked)
         for entry in entries:
             if entry.id not in marked:
                 self._warn_reclaimed(entry)
 
     async def _publish(self, entry: OutboxEntry) -> None:
+        span = start_publish_span(entry)
         try:
-            await self.publisher.publish(entry)
+            with current(span):
+                await self.publisher.publish(entry)
         except Exception as exc:
+            end_publish_span(span, exc)
             self.stats["failed"] += 1
             delay_ms = self.backoff(entry.attempts)
             self._publish_failures.failed(
@@ -219,9 +243,11 @@ class OutboxRelay:
                 entry.id, entry.lease_token, delay_ms=delay_ms, error=describe_error(exc)
             )
             return
+        end_publish_span(span)
         self._publish_failures.succeeded()
         if await self.store.mark_published(entry.id, entry.lease_token):
             self.stats["published"] += 1
+            record_published(entry.type)
         else:
             self._warn_reclaimed(entry)
 

@@ -4,25 +4,36 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from pydantic import BaseModel
 
 from . import operations as check
 from .clock import to_epoch_ms
 from .definitions import JobDefinition
 from .driver import JobDriver, JobInfo, JobRequest
+from .metrics import record_enqueued, record_enqueued_batch
 from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
-from .telemetry import current_traceparent
+from .telemetry import (
+    current_traceparent,
+    enqueue_many_span,
+    enqueue_span,
+    enqueued,
+    enqueued_batch,
+)
 from .tokens import JOB_DRIVER
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
 
     from .handlers import JobHandlerRegistry
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def new_job_id() -> str:
@@ -73,6 +84,37 @@ class JobQueue:
         assert self._context is not None
         return self._context.get_value(JOB_DRIVER)
 
+    @property
+    def registry(self) -> JobHandlerRegistry | None:
+        """The handlers this queue consults (their options win over a request's), if any."""
+        return self._registry
+
+    @overload
+    async def enqueue(
+        self,
+        type_or_definition: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> str | None: ...
+
+    @overload
+    async def enqueue(
+        self,
+        type_or_definition: str,
+        payload: Any = None,
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> str | None: ...
+
     async def enqueue(
         self,
         type_or_definition: str | JobDefinition[Any],
@@ -86,11 +128,15 @@ class JobQueue:
     ) -> str | None:
         """Store a job; its id, or None when a live job already holds ``key``.
 
+        With a job definition the payload is its model or a mapping the model validates
+        (type checkers refuse anything else); with a type string, any JSON value.
+
         Raises PayloadError (a ValueError) naming the path of anything in ``payload`` that is
-        not JSON, and before any I/O.
+        not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
+        trace context the job carries to its execution.
         """
-        return await self.driver.enqueue(
-            self.build_request(
+        with enqueue_span(_job_type(type_or_definition)) as span:
+            request = self.build_request(
                 type_or_definition,
                 payload,
                 delay_ms=delay_ms,
@@ -99,7 +145,10 @@ class JobQueue:
                 timeout_ms=timeout_ms,
                 key=key,
             )
-        )
+            job_id = await self.driver.enqueue(request)
+            enqueued(span, request, job_id)
+        record_enqueued(request.type, job_id is not None)
+        return job_id
 
     async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
         """Store a batch in one driver call; per job, in order, its id or None (key taken).
@@ -108,6 +157,17 @@ class JobQueue:
         wins). Every job is validated before any I/O: one bad payload raises (PayloadError
         naming the job's index and path) and nothing is stored.
         """
+        batch = list(jobs)
+        if not batch:
+            return []
+        with enqueue_many_span(len(batch)) as span:
+            requests = self._build_batch(batch)
+            enqueued_batch(span, requests)
+            ids = await self.driver.enqueue_many(requests)
+        record_enqueued_batch(requests, ids)
+        return ids
+
+    def _build_batch(self, jobs: list[NewJob]) -> list[JobRequest]:
         requests = []
         for index, job in enumerate(jobs):
             try:
@@ -126,9 +186,7 @@ class JobQueue:
             except ValueError as exc:
                 exc.add_note(f"in job {index} of the batch; nothing was enqueued")
                 raise
-        if not requests:
-            return []
-        return await self.driver.enqueue_many(requests)
+        return requests
 
     def build_request(
         self,
@@ -144,11 +202,9 @@ class JobQueue:
     ) -> JobRequest:
         """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
+        job_type = _job_type(type_or_definition)
         if definition is not None:
-            job_type = definition.type
             payload = definition.to_json_value(payload)
-        else:
-            job_type = check_name("job type", type_or_definition, MAX_TYPE_LENGTH)
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
@@ -227,6 +283,13 @@ class JobQueue:
             check.check_age(older_than_ms) if older_than_ms is not None else None,
         )
 
+    async def delete(self, job_id: str) -> bool:
+        """Delete one job (any state but active), freeing its key; True if it went.
+
+        False for an active job (cancel it first) or an unknown id.
+        """
+        return await self.driver.delete(check.check_job_id(job_id))
+
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""
         return await self.driver.stats()
@@ -249,6 +312,12 @@ class JobQueue:
         if definition is not None and definition.max_attempts is not None:
             return definition.max_attempts
         return DEFAULT_MAX_ATTEMPTS
+
+
+def _job_type(type_or_definition: str | JobDefinition[Any]) -> str:
+    if isinstance(type_or_definition, JobDefinition):
+        return type_or_definition.type
+    return check_name("job type", type_or_definition, MAX_TYPE_LENGTH)
 
 
 def _definition_timeout(definition: JobDefinition[Any] | None) -> int | None:

@@ -9,13 +9,14 @@ the heartbeat loop run under a ``Supervisor``: anything else that escapes one is
 its cause and the loop restarts after a backoff, ``health()`` red meanwhile. ``stop()`` ends
 claiming while attempts in flight go on (heartbeats too); ``close()`` also waits for them (up
 to ``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
+While started, the runner is listed in ``workers()`` (``presence``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,6 +29,9 @@ from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .health import Health, StoreContact, build_health, store_name
 from .leases import LeaseKeeper
+from .metrics import watch_queue
+from .operations import WorkerRegistration
+from .presence import WorkerPresence, new_worker_id
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
@@ -79,11 +83,14 @@ class JobRunner:
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
         self._started = False
+        self.worker_id = new_worker_id()
+        self.presence = WorkerPresence(driver, self.heartbeat_ms, self._registration)
         self._claim_failures = FailureStreak("claiming jobs")
         self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
         self._stopping = False
         self._closed = False
+        self._unwatch: Callable[[], None] = _nothing
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -113,6 +120,8 @@ class JobRunner:
         supervisor.spawn(CLAIM_LOOP, self._claim_loop)
         if not supervisor.running(HEARTBEAT_LOOP):
             supervisor.spawn(HEARTBEAT_LOOP, self._beat_loop)
+        self.presence.start()
+        self._unwatch = watch_queue(self.driver)
 
     def stop(self) -> None:
         """Stop claiming; jobs in flight go on. Idempotent."""
@@ -162,7 +171,20 @@ class JobRunner:
                     task.cancel()
                 await asyncio.gather(*late, return_exceptions=True)
         await self._supervisor.close(HEARTBEAT_LOOP)
+        await self.presence.close()
+        self._unwatch()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def _registration(self) -> WorkerRegistration:
+        host, pid, _ = self.worker_id.rsplit(":", 2)
+        return WorkerRegistration(
+            id=self.worker_id,
+            host=host,
+            pid=int(pid),
+            types=tuple(sorted(self.registry.types)),
+            concurrency=self.settings.concurrency,
+            in_flight=len(self._attempts),
+        )
 
     # -- the claim loop ------------------------------------------------------------------------
 
@@ -259,3 +281,7 @@ class JobRunner:
         if attempt.task is not None:
             self._attempts.pop(attempt.task, None)
         self._track(attempt, attempt.finish(attempt.interruption_error()))
+
+
+def _nothing() -> None:
+    pass

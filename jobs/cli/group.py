@@ -71,7 +71,9 @@ class NeverlostGroup(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
 
-@click.group(cls=NeverlostGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    name="neverlost", cls=NeverlostGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(package_name="neverlost", prog_name="neverlost")
 def cli() -> None:
     """neverlost: run workers and operate the job store.

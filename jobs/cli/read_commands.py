@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from datetime import UTC
 from typing import Any
 
 import click
@@ -20,9 +21,9 @@ from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
-from .render import console, json_option, one_line, print_json, table
+from .render import cell_text, console, json_option, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
-from .target import Target, target_options, target_spec
+from .target import Target, id_target_options, target_options, target_spec
 
 STAT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
@@ -46,7 +47,7 @@ def _stats_renderable(view: dict[str, Any], store: str) -> Group:
     rows = view["types"]
     shown = table(
         f"jobs in {store}",
-        ("type", *STAT_COLUMNS, "oldest due", ""),
+        ("type", *STAT_COLUMNS, "oldest due", "flag"),
         (
             (
                 row["type"],
@@ -190,14 +191,26 @@ def list_jobs(
         if as_json:
             print_json({"jobs": page.jobs, "next_cursor": page.next_cursor})
             return
-        columns = ("id", "type", "state", "attempts", "run_at", "created_at", "last_error")
+        columns = ["id", "type", "state", "attempts", "run_at", "last_error"]
         rows = [
-            [j.id, j.type, j.state, f"{j.attempts}/{j.max_attempts}", j.run_at,
-             getattr(j, "created_at", None), one_line(j.last_error)]
+            [j.id, j.type, j.state, f"{j.attempts}/{j.max_attempts}",
+             j.run_at.astimezone(UTC).strftime("%m-%d %H:%M:%S"), one_line(j.last_error, 40)]
             for j in page.jobs
         ]  # fmt: skip
+        no_errors = all(row[-1] is None for row in rows)
+        dropped = [
+            name
+            for name, drop in (("type", job_type), ("state", state), ("last_error", no_errors))
+            if drop
+        ]
+        for name in dropped:  # a filtered column says the same on every row; an empty one nothing
+            index = columns.index(name)
+            del columns[index]
+            for row in rows:
+                del row[index]
         out = console()
-        out.print(table(None, columns, rows))
+        title = " ".join(filter(None, [state, job_type, "jobs, newest first (run_at in UTC)"]))
+        out.print(table(title, columns, rows))
         if page.next_cursor is not None:
             out.print(f"more: --cursor {page.next_cursor}")
         elif not rows:
@@ -207,14 +220,14 @@ def list_jobs(
 
 
 @jobs.command("show")
-@click.argument("job_id", required=False, metavar="ID")
-@target_options
+@id_target_options
 @json_option
 @click.option("--key", help="Show the job holding this idempotency key instead of an ID.")
-def show_job(job_id: str | None, as_json: bool, key: str | None, **params: Any) -> None:
+def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params: Any) -> None:
     """One job: payload, attempts, every error, timestamps, key."""
-    if (job_id is None) == (key is None):
-        raise CliUsageError("give a job ID or --key, one of them")
+    if len(job_ids) + (key is not None) != 1:
+        raise CliUsageError("give one job ID or --key")
+    job_id = job_ids[0] if job_ids else None
 
     async def work(target: Target) -> None:
         if key is not None:
@@ -230,18 +243,16 @@ def show_job(job_id: str | None, as_json: bool, key: str | None, **params: Any) 
         fields = [
             ("id", info.id), ("type", info.type), ("state", info.state), ("key", info.key),
             ("attempts", f"{info.attempts} of {info.max_attempts}"), ("run_at", info.run_at),
-            ("created_at", getattr(info, "created_at", None)),
-            ("finished_at", getattr(info, "finished_at", None)),
+            ("created_at", info.created_at),
+            ("finished_at", info.finished_at),
             ("timeout_ms", info.timeout_ms),
         ]  # fmt: skip
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
         out.print(Panel(Pretty(info.payload), title="payload", title_align="left"))
-        errors = list(
-            getattr(info, "errors", None) or ([info.last_error] if info.last_error else [])
-        )
-        for number, error in enumerate(errors, 1):
-            out.print(Panel(Text(error), title=f"error {number}", title_align="left"))
+        for failed in info.errors:
+            title = f"attempt {failed.attempt} failed at {cell_text(failed.at)}"
+            out.print(Panel(Text(failed.error), title=title, title_align="left"))
 
     run_on_target(target_spec(params), work)
 

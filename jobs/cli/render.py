@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -13,6 +14,13 @@ from rich.console import Console
 from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+MIN_WIDTH = {"id": 32}
+"""A job id is never folded (a cut id cannot be copied); the other columns fold instead."""
+
+PIPE_WIDTH = 160
+"""The width of tables written to a pipe or a file (no terminal to fit; COLUMNS overrides)."""
 
 
 def json_option(command: F) -> F:
@@ -37,8 +45,11 @@ def print_json(value: Any) -> None:
 
 
 def console() -> Console:
-    """A console on stdout; no colour codes when stdout is not a terminal."""
-    return Console(highlight=False, soft_wrap=False)
+    """A console on stdout; no colour codes and PIPE_WIDTH columns when it is not a terminal."""
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = PIPE_WIDTH
+    return out
 
 
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
@@ -47,7 +58,12 @@ def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any
     result = Table(title=title, title_justify="left", expand=False)
     for index, name in enumerate(columns):
         numeric = bool(cells) and all(isinstance(row[index], int | float) for row in cells)
-        result.add_column(name, justify="right" if numeric else "left", overflow="fold")
+        result.add_column(
+            name,
+            justify="right" if numeric else "left",
+            overflow="fold",
+            min_width=MIN_WIDTH.get(name),
+        )
     for row in cells:
         result.add_row(*(cell_text(cell) for cell in row))
     return result

@@ -7,6 +7,7 @@ are known), and close it afterwards. ``--url`` opens a driver alone.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from framework import ApplicationContext, start_lifecycles
+from framework import ApplicationContext, FrameworkError, start_lifecycles
 
 from ..driver import JobDriver
 from ..queue import JobQueue
@@ -78,10 +79,8 @@ class Target:
             await self.driver.close()
 
 
-def target_options(command: F) -> F:
-    """The APP argument and the --url, --namespace, --table-prefix options of a command."""
+def _store_options(command: F) -> F:
     options = [
-        click.argument("app", required=False, envvar="NEVERLOST_APP", metavar="[APP]"),
         click.option(
             "--url",
             envvar="NEVERLOST_URL",
@@ -95,6 +94,33 @@ def target_options(command: F) -> F:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def target_options(command: F) -> F:
+    """The APP argument and the --url, --namespace, --table-prefix options of a command."""
+    command = _store_options(command)
+    return click.argument("app", required=False, envvar="NEVERLOST_APP", metavar="[APP]")(command)
+
+
+def id_target_options(command: F) -> F:
+    """Like ``target_options``, for a command that also takes job IDs: ``[APP] ID...``.
+
+    An APP always has a colon (``module:attr``) and a job id never does, so one positional
+    list holds both; the command receives ``app`` and ``job_ids``.
+    """
+    command = _store_options(command)
+    return click.argument(
+        "app_and_ids", nargs=-1, metavar="[APP] ID...", callback=_split_app, expose_value=False
+    )(command)
+
+
+def _split_app(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> None:
+    apps = [value for value in values if ":" in value]
+    if len(apps) > 1:
+        raise CliUsageError(f"one APP at most, got {', '.join(apps)}")
+    env_app = os.environ.get("NEVERLOST_APP") or None
+    ctx.params["app"] = apps[0] if apps else env_app
+    ctx.params["job_ids"] = tuple(value for value in values if ":" not in value)
 
 
 def target_spec(params: dict[str, Any]) -> TargetSpec:
@@ -111,7 +137,10 @@ async def open_target(spec: TargetSpec) -> Target:
         driver = driver_from_url(spec.url, spec.namespace, spec.table_prefix)
         return Target(driver, JobQueue(driver), None)
     assert spec.app is not None
-    context = await load_builder(spec.app).run(start=False)
+    try:
+        context = await load_builder(spec.app).run(start=False)
+    except FrameworkError as exc:
+        raise CliUsageError(f"APP {spec.app!r}: {' '.join(str(exc).split())}") from None
     try:
         await start_lifecycles(context, lambda name, _: name == JOB_HANDLER_REGISTRY.name)
         return Target(context.get_value(JOB_DRIVER), context.get_value(JOB_QUEUE), context)

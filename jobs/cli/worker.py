@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from loguru import logger
 
-from framework import ApplicationContext, FrameworkError, start_lifecycles
+from framework import ApplicationContext, FrameworkError, LifecycleError, start_lifecycles
 
 from ..driver import JobDriver
 from ..errors import JobTypeError
@@ -61,18 +61,24 @@ class WorkerProcess:
         self.signals = 0
         self.stop_requested = asyncio.Event()
         self.abort_requested = asyncio.Event()
+        self.context: ApplicationContext | None = None
+        self.runner: JobRunner | None = None
+        self.ready = asyncio.Event()
 
     async def run(self) -> int:
-        context = await self._build()
+        self.context = context = await self._build()
         runner: JobRunner | None = None
         probe: HealthProbe | None = None
         server: HealthServer | None = None
         try:
             driver = context.get_value(JOB_DRIVER)
-            await self._wait_for_store(driver)
-            runner = self._runner(context)
             self._install_signals()
-            await start_lifecycles(context, self._starts)
+            await self._wait_for_store(driver)
+            if self.stop_requested.is_set():
+                logger.info("stopped before the store answered")
+                return 0
+            self.runner = runner = self._runner(context)
+            await self._start(context)
             runner.start()
             probe, server = self._start_health(driver, runner)
             logger.info(
@@ -82,6 +88,7 @@ class WorkerProcess:
                 runner.settings.concurrency,
                 os.getpid(),
             )
+            self.ready.set()
             await self._serve(context, runner)
             code = await self._drain(context, runner)
         finally:
@@ -134,7 +141,19 @@ class WorkerProcess:
                 logger.warning(
                     "store {} not answering ({}); retrying", describe_store(driver), cause
                 )
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop_requested.wait(), delay)
+                if self.stop_requested.is_set():
+                    return
+
+    async def _start(self, context: ApplicationContext) -> None:
+        try:
+            await start_lifecycles(context, self._starts)
+        except LifecycleError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, STORE_FAILURES):
+                raise StoreError(f"starting {_one_line(exc)}") from None
+            raise CliUsageError(f"APP {self.options.app!r}: {_one_line(exc)}") from None
 
     def _runner(self, context: ApplicationContext) -> JobRunner:
         """The context's runner, or one like it with ``--concurrency`` / ``--types`` applied."""

@@ -13,7 +13,7 @@ from .errors import CliUsageError, CommandFailed
 from .group import cli
 from .render import json_option, print_json
 from .running import run_on_target
-from .target import Target, target_options, target_spec
+from .target import Target, id_target_options, target_options, target_spec
 
 PAGE = 500
 PARALLEL = 16
@@ -73,8 +73,7 @@ def _report(verb: str, results: dict[str, bool], states: dict[str, str], as_json
 
 
 @cli.command()
-@click.argument("job_ids", nargs=-1, metavar="[ID]...")
-@target_options
+@id_target_options
 @json_option
 @click.option("--failed", is_flag=True, help="Retry every failed job (of --type).")
 @click.option("--type", "job_type", help="With --failed: only jobs of this type.")
@@ -97,11 +96,12 @@ def retry(
 
 
 @cli.command()
-@click.argument("job_ids", nargs=-1, required=True, metavar="ID...")
-@target_options
+@id_target_options
 @json_option
 def cancel(job_ids: tuple[str, ...], as_json: bool, **params: Any) -> None:
     """Cancel jobs: a pending one does not run; a running one is interrupted."""
+    if not job_ids:
+        raise CliUsageError("name the job IDs to cancel")
 
     async def work(target: Target) -> None:
         ids = list(dict.fromkeys(job_ids))

@@ -19,6 +19,7 @@ from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
 
 from .conformance_batches import BatchConformance
+from .dashboard_cases import DashboardConformance
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .operations import OperationsConformance
 from .requests import new_request
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-class DriverConformance(BatchConformance, OperationsConformance):
+class DriverConformance(BatchConformance, OperationsConformance, DashboardConformance):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
     # -- enqueue and inspect -------------------------------------------------------------------
@@ -117,9 +118,7 @@ class DriverConformance(BatchConformance, OperationsConformance):
         claimed = await driver.claim(3, LEASE_MS, ALL)
         assert [job.id for job in claimed] == [early, middle, late]
 
-    async def test_a_delayed_job_waits_until_it_is_due(
-        self, driver_harness: DriverHarness
-    ) -> None:
+    async def test_a_delayed_job_waits_until_it_is_due(self, driver_harness: DriverHarness) -> None:
         driver = await driver_harness.driver()
         clock = driver_harness.clock
         delayed = await enqueue(driver, delay_ms=5_000)
@@ -250,7 +249,7 @@ class DriverConformance(BatchConformance, OperationsConformance):
         clock = driver_harness.clock
         job_id = await enqueue(driver)
         job = await claim_one(driver)
-        error = "ValueError: bad input\n  File \"handler.py\", line 3"
+        error = 'ValueError: bad input\n  File "handler.py", line 3'
         assert await driver.retry(job_id, job.lease_token, delay_ms=2_000, error=error)
         info = await driver.get_job(job_id)
         assert info is not None
@@ -509,9 +508,7 @@ class DriverConformance(BatchConformance, OperationsConformance):
             "k" * 255,
         ],
     )
-    async def test_types_and_keys_are_data(
-        self, driver_harness: DriverHarness, name: str
-    ) -> None:
+    async def test_types_and_keys_are_data(self, driver_harness: DriverHarness, name: str) -> None:
         driver = await driver_harness.driver()
         bystander = await enqueue(driver, "ab", key="a-key")
         job_id = await enqueue(driver, name, key=name)
@@ -579,4 +576,3 @@ class DriverConformance(BatchConformance, OperationsConformance):
         await enqueue(driver)
         await driver.close()
         await driver.close()
-

@@ -15,8 +15,21 @@ import json
 import os
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from framework import configuration, entry
-from jobs import JOB_DRIVER, JOBS_SETTINGS, JobContext, JobDriver, JobsSettings, job_handler
+from jobs import (
+    JOB_DRIVER,
+    JOBS_SETTINGS,
+    OUTBOX_STORE,
+    InProcessJobDriver,
+    JobContext,
+    JobDriver,
+    JobsSettings,
+    OutboxStore,
+    job_handler,
+)
+from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
 from tests.stores import StoreTarget
 
 
@@ -71,3 +84,39 @@ class CliTestApp:
 
 
 NOT_A_CONFIGURATION = 42
+
+
+@configuration
+class CliOutboxApp(CliTestApp):
+    """CliTestApp with an outbox on the same SQLite file (so the worker runs the relay)."""
+
+    @entry()
+    def engine(self) -> AsyncEngine:
+        return create_engine(StoreTarget.from_json(os.environ["CLI_TEST_TARGET"]).url)
+
+    @entry()
+    def transaction_manager(self, engine: AsyncEngine) -> SQLAlchemyTransactionManager:
+        return SQLAlchemyTransactionManager(engine)
+
+    @entry(OUTBOX_STORE)
+    def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
+        return SQLAlchemyOutboxStore(transaction_manager=transaction_manager)
+
+
+class SharedInProcessDriver(InProcessJobDriver):
+    """The reference driver, kept open across contexts: one store that outlives each command,
+    as a database outlives each ``neverlost`` process (commands close their context's beans)."""
+
+    async def close(self) -> None:
+        pass
+
+
+SHARED_STORE: dict[str, InProcessJobDriver] = {"driver": SharedInProcessDriver()}
+"""The store of CliInProcessApp; a test puts a fresh driver here before using it."""
+
+
+@configuration
+class CliInProcessApp(CliTestApp):
+    @entry(JOB_DRIVER)
+    def job_driver(self) -> JobDriver:
+        return SHARED_STORE["driver"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -97,6 +98,8 @@ def test_bad_arguments_are_one_line_with_the_usage_hint() -> None:
         "7d, 12h",
     )
     assert_one_line_error(invoke("retry", "--url", "redis://127.0.0.1:1/0"), "job IDs or --failed")
+    assert_one_line_error(invoke("cancel", "a.app:One", "b.app:Two", "ID1"), "one APP at most")
+    assert_one_line_error(invoke("jobs", "show", "--url", "redis://127.0.0.1:1/0"), "one job ID")
 
 
 def test_unknown_types_for_the_worker_are_named_with_the_handled_ones(tmp_path: Path) -> None:
@@ -104,3 +107,36 @@ def test_unknown_types_for_the_worker_are_named_with_the_handled_ones(tmp_path: 
     env = {"CLI_TEST_TARGET": target.to_json()}
     result = invoke("worker", "tests.cli.app:CliTestApp", "--types", "cli.sleep,cli.nope", env=env)
     assert_one_line_error(result, "cli.nope", "the handled types are cli.block, cli.fail")
+
+
+def test_python_dash_m_jobs_is_the_same_command_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "jobs", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: neverlost [OPTIONS] COMMAND [ARGS]...")
+    for command in ("worker", "stats", "workers", "schedules", "jobs", "retry", "cancel", "purge"):
+        assert f"  {command} " in result.stdout
+    assert "healthcheck" in result.stdout
+
+
+def test_every_subcommand_has_help() -> None:
+    for command in (
+        ["worker"],
+        ["stats"],
+        ["jobs", "list"],
+        ["jobs", "show"],
+        ["retry"],
+        ["purge"],
+    ):
+        result = invoke(*command, "--help")
+        assert result.exit_code == 0, result.output
+        assert "Usage: neverlost" in result.stdout
+        assert "--json" in result.stdout or command == ["worker"]
+
+
+def test_an_app_whose_beans_cannot_be_made_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLI_TEST_TARGET", raising=False)
+    result = invoke("stats", "tests.cli.app:CliTestApp")
+    assert_one_line_error(result, "'tests.cli.app:CliTestApp'", "job_driver", "CLI_TEST_TARGET")
+    assert_one_line_error(invoke("worker", "tests.cli.app:CliTestApp"), "job_driver")

@@ -24,6 +24,7 @@ from rich.table import Table
 from .checker import Verdict
 from .fleet import WorkerOptions
 from .scenarios import ChaosPlan, kill_outbox, kill_workers
+from .server_faults import postgres_faults, redis_faults
 from .stores import ChaosStore
 
 Scenario = Callable[[ChaosStore, ChaosPlan, Path], Awaitable[Verdict]]
@@ -53,20 +54,38 @@ def _stores(args: argparse.Namespace, workdir: Path) -> dict[str, str]:
     return {kind: url for kind, url in urls.items() if kind in args.only}
 
 
-def _matrix(urls: dict[str, str]) -> list[tuple[str, Scenario, ChaosStore, bool]]:
-    """(scenario, run, store, control) for every scenario that fits the stores given."""
-    rows: list[tuple[str, Scenario, ChaosStore, bool]] = []
+@dataclass(frozen=True)
+class Case:
+    scenario: str
+    store: str
+    run: Callable[[ChaosPlan, Path], Awaitable[Verdict]]
+    cleanup: Callable[[], Awaitable[None]] | None = None
+    control: bool = False
+
+
+def _on(store: ChaosStore, scenario: Scenario) -> Callable[[ChaosPlan, Path], Awaitable[Verdict]]:
+    return lambda plan, workdir: scenario(store, plan, workdir)
+
+
+def _matrix(urls: dict[str, str]) -> list[Case]:
+    """Every scenario that fits the stores given; server faults start private servers."""
+    cases: list[Case] = []
     for url in urls.values():
-        rows.append(("control: no kills", kill_workers, ChaosStore.fresh(url), True))
-        rows.append(("SIGKILL workers", kill_workers, ChaosStore.fresh(url), False))
-    for kind in ("sqlite", "postgres"):
-        if kind in urls:
-            rows.append(("outbox: SIGKILL relays", kill_outbox,
-                         ChaosStore.fresh(urls[kind], urls[kind]), False))  # fmt: skip
+        for name, control in (("control: no kills", True), ("SIGKILL workers", False)):
+            store = ChaosStore.fresh(url)
+            cases.append(Case(name, store.label, _on(store, kill_workers), store.drop, control))
+    pairs = [(urls[kind], urls[kind]) for kind in ("sqlite", "postgres") if kind in urls]
     if "postgres" in urls and "redis" in urls:
-        rows.append(("outbox: SIGKILL relays", kill_outbox,
-                     ChaosStore.fresh(urls["redis"], urls["postgres"]), False))  # fmt: skip
-    return rows
+        pairs.append((urls["postgres"], urls["redis"]))
+    for outbox_url, job_url in pairs:
+        store = ChaosStore.fresh(job_url, outbox_url)
+        cases.append(Case("outbox: SIGKILL relays", store.label, _on(store, kill_outbox),
+                          store.drop))  # fmt: skip
+    if "postgres" in urls:
+        cases.append(Case("terminate backends, restart", "postgres (private)", postgres_faults))
+    if "redis" in urls:
+        cases.append(Case("CLIENT KILL, PAUSE, restart", "redis (private)", redis_faults))
+    return cases
 
 
 async def run_all(args: argparse.Namespace) -> list[Run]:
@@ -76,19 +95,20 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="neverlost-chaos-") as tmp:
         root = Path(tmp)
-        for index, (name, scenario, store, control) in enumerate(_matrix(_stores(args, root))):
+        for index, case in enumerate(_matrix(_stores(args, root))):
             workdir = root / f"run-{index}"
             workdir.mkdir()
-            step = replace(plan, kill_every_s=0.0) if control else plan
+            step = replace(plan, kill_every_s=0.0) if case.control else plan
             started = time.monotonic()
             try:
-                verdict: Verdict | None = await scenario(store, step, workdir)
+                verdict: Verdict | None = await case.run(step, workdir)
                 error = None
             except Exception as exc:  # a run that breaks is reported, the others still run
                 verdict, error = None, f"{type(exc).__name__}: {exc}"
             finally:
-                await store.drop()
-            runs.append(Run(name, store.label, verdict, time.monotonic() - started, error))
+                if case.cleanup is not None:
+                    await case.cleanup()
+            runs.append(Run(case.scenario, case.store, verdict, time.monotonic() - started, error))
             _print_progress(runs[-1])
     return runs
 

@@ -64,12 +64,17 @@ def check_jobs(
     infos: Mapping[str, JobInfo | None],
     events: Sequence[Mapping[str, Any]],
     killed: Collection[int],
+    ambiguous: Collection[str] = (),
 ) -> Verdict:
-    """Check a job run: every acknowledged job completed, each execution accounted for."""
+    """Check a job run: every acknowledged job completed, each execution accounted for.
+
+    ``ambiguous`` jobs are those whose enqueue raised: the store may or may not have them, so
+    running them is not unexpected (and not running them is not lost).
+    """
     verdict = Verdict(jobs=len(acknowledged), kills=len(killed))
     starts = _starts_by_job(events)
     verdict.executions = sum(len(runs) for runs in starts.values())
-    verdict.unexpected = len(set(starts) - set(acknowledged))
+    verdict.unexpected = len(set(starts) - set(acknowledged) - set(ambiguous))
     for job_id in acknowledged:
         info = infos.get(job_id)
         if info is None or info.state != "completed":

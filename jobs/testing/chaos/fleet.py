@@ -30,6 +30,7 @@ class Fleet:
     options: WorkerOptions = WorkerOptions()
     rng: random.Random = field(default_factory=random.Random)
     killed: list[int] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
     _live: list[asyncio.subprocess.Process] = field(default_factory=list)
     _started: int = 0
 
@@ -52,6 +53,7 @@ class Fleet:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )  # fmt: skip
         self._live.append(process)
+        self.pids.append(process.pid)
         assert process.stdout is not None
         try:
             line = await asyncio.wait_for(process.stdout.readline(), 60)
@@ -72,6 +74,10 @@ class Fleet:
         self._live.remove(process)
         await self.spawn()
         return process.pid
+
+    def exited(self) -> list[int]:
+        """Exit codes of workers that ended on their own (none should, whatever the store does)."""
+        return [p.returncode for p in self._live if p.returncode is not None]
 
     async def stop(self, timeout_s: float = 30) -> list[int]:
         """SIGTERM every live worker; the exit codes (each should drain and exit 0)."""

@@ -50,8 +50,8 @@ class ChaosHandlers:
         self.ledger.write("end", job=ctx.id, attempt=ctx.attempt, **fields)
 
     @job_handler(WORK, max_attempts=25)
-    async def work(self, payload: Any, ctx: JobContext) -> None:
-        await self._execute(ctx)
+    async def work(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        await self._execute(ctx, n=payload["n"])
 
     @job_handler(ORDER, max_attempts=25)
     async def order(self, payload: dict[str, Any], ctx: JobContext) -> None:
