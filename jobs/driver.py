@@ -102,6 +102,8 @@ class JobInfo:
     timeout_ms: int | None = None
     created_at: datetime | None = None
     finished_at: datetime | None = None
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the trace that enqueued the job, if one was active."""
     errors: tuple[FailedAttempt, ...] = ()
 
 

@@ -36,6 +36,7 @@ from .errors import (
     RetryLater,
 )
 from .leases import Lease, LeaseKeeper
+from .metrics import record_execution
 from .payload import decode_payload
 from .retry import Backoff
 from .settling import Settler
@@ -229,9 +230,7 @@ class Attempt:
         finally:
             if lease is not None:
                 leases.release(lease)
-        if self.span is not None:
-            end_span(self.span, outcome, (time.perf_counter() - self._started) * 1000, error)
-        return outcome
+        return self._ended(outcome, error)
 
     async def _settle(self, error: BaseException | None) -> Outcome:
         job, settler = self.job, self.services.settler
@@ -263,8 +262,13 @@ class Attempt:
         outcome: Outcome = "failed"
         if not await self.services.settler.fail(job, error=LEASE_EXPIRED_ERROR):
             outcome = self._refused()
+        return self._ended(outcome, error)
+
+    def _ended(self, outcome: Outcome, error: BaseException | None) -> Outcome:
+        duration_ms = (time.perf_counter() - self._started) * 1000
         if self.span is not None:
-            end_span(self.span, outcome, (time.perf_counter() - self._started) * 1000, error)
+            end_span(self.span, outcome, duration_ms, error)
+        record_execution(self.job.type, outcome, duration_ms)
         return outcome
 
     def _refused(self) -> Outcome:

@@ -54,4 +54,5 @@ def job_info(record: JobRecord) -> JobInfo:
         created_at=to_datetime(record.created_at),
         finished_at=to_datetime(record.finished_at) if record.finished_at is not None else None,
         errors=errors,
+        trace_context=record.trace_context,
     )

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loguru import logger
 
 from .failures import FailureStreak
+from .metrics import record_published, record_published_batch, watch_outbox
 from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
 from .retry import Backoff, exponential_backoff
 from .telemetry import (
@@ -71,6 +72,7 @@ class OutboxRelay:
         self._waiting = False
         self._closed = False
         self._last_prune = 0.0
+        self._unwatch: Callable[[], None] = lambda: None
         self._relay_failures = FailureStreak("relaying outbox entries")
         self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
 
@@ -86,6 +88,7 @@ class OutboxRelay:
             return
         self._stopping = False
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="jobs.outbox-relay")
+        self._unwatch = watch_outbox(self.store)
 
     def stop(self) -> None:
         """Stop claiming entries; a batch being published is finished. Idempotent."""
@@ -103,6 +106,7 @@ class OutboxRelay:
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         await self._finish_prefetched_claim()
+        self._unwatch()
 
     async def relay_once(self) -> int:
         """Claim one batch and publish it; how many entries were claimed."""
@@ -192,6 +196,7 @@ class OutboxRelay:
             end_publish_span(span)
         marked = set(await self.store.mark_published_many(entries))
         self.stats["published"] += len(marked)
+        record_published_batch(entries, marked)
         for entry in entries:
             if entry.id not in marked:
                 self._warn_reclaimed(entry)
@@ -216,6 +221,7 @@ class OutboxRelay:
         self._publish_failures.succeeded()
         if await self.store.mark_published(entry.id, entry.lease_token):
             self.stats["published"] += 1
+            record_published(entry.type)
         else:
             self._warn_reclaimed(entry)
 

@@ -15,6 +15,7 @@ from . import operations as check
 from .clock import to_epoch_ms
 from .definitions import JobDefinition
 from .driver import JobDriver, JobInfo, JobRequest
+from .metrics import record_enqueued, record_enqueued_batch
 from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
@@ -146,6 +147,7 @@ class JobQueue:
             )
             job_id = await self.driver.enqueue(request)
             enqueued(span, request, job_id)
+        record_enqueued(request.type, job_id is not None)
         return job_id
 
     async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
@@ -161,7 +163,9 @@ class JobQueue:
         with enqueue_many_span(len(batch)) as span:
             requests = self._build_batch(batch)
             enqueued_batch(span, requests)
-            return await self.driver.enqueue_many(requests)
+            ids = await self.driver.enqueue_many(requests)
+        record_enqueued_batch(requests, ids)
+        return ids
 
     def _build_batch(self, jobs: list[NewJob]) -> list[JobRequest]:
         requests = []

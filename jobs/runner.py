@@ -13,7 +13,7 @@ While started, the runner is listed in ``workers()`` (``presence``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,6 +25,7 @@ from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .leases import LeaseKeeper
+from .metrics import watch_queue
 from .operations import WorkerRegistration
 from .presence import WorkerPresence, new_worker_id
 from .retry import DEFAULT_BACKOFF, Backoff
@@ -80,6 +81,7 @@ class JobRunner:
         self._slot_freed: asyncio.Event | None = None
         self._stopping = False
         self._closed = False
+        self._unwatch: Callable[[], None] = _nothing
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -108,6 +110,7 @@ class JobRunner:
         if self._beat_task is None:
             self._beat_task = loop.create_task(self.leases.run(), name="jobs.runner.heartbeats")
         self.presence.start()
+        self._unwatch = watch_queue(self.driver)
 
     def stop(self) -> None:
         """Stop claiming; jobs in flight go on. Idempotent."""
@@ -148,6 +151,7 @@ class JobRunner:
             self._beat_task.cancel()
             await asyncio.gather(self._beat_task, return_exceptions=True)
         await self.presence.close()
+        self._unwatch()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     def _registration(self) -> WorkerRegistration:
@@ -249,3 +253,7 @@ class JobRunner:
         if attempt.task is not None:
             self._attempts.pop(attempt.task, None)
         self._track(attempt, attempt.finish(attempt.interruption_error()))
+
+
+def _nothing() -> None:
+    pass

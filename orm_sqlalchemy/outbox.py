@@ -274,6 +274,13 @@ class SQLAlchemyOutboxStore:
         """Delete entries published more than ``older_than_ms`` ago; how many were deleted."""
         return len(await self._fetch("prune", older_than_ms=older_than_ms))
 
+    async def oldest_unpublished_age_ms(self) -> int | None:
+        """How long the oldest unpublished entry has waited (ms, by the store's clock); None
+        when every entry is published. Read by the ``outbox.lag`` metric."""
+        rows = await self._fetch("oldest_unpublished_age")
+        age = rows[0]["age_ms"] if rows else None
+        return None if age is None else max(int(age), 0)
+
     async def wait_for_entries(self, timeout_ms: int) -> None:
         """Return after a commit that appended (here, or on PostgreSQL anywhere), or timeout.
 

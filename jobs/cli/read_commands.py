@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from datetime import UTC
 from typing import Any
 
 import click
@@ -46,7 +47,7 @@ def _stats_renderable(view: dict[str, Any], store: str) -> Group:
     rows = view["types"]
     shown = table(
         f"jobs in {store}",
-        ("type", *STAT_COLUMNS, "oldest due", ""),
+        ("type", *STAT_COLUMNS, "oldest due", "flag"),
         (
             (
                 row["type"],
@@ -190,14 +191,26 @@ def list_jobs(
         if as_json:
             print_json({"jobs": page.jobs, "next_cursor": page.next_cursor})
             return
-        columns = ("id", "type", "state", "attempts", "run_at", "last_error")
+        columns = ["id", "type", "state", "attempts", "run_at", "last_error"]
         rows = [
-            [j.id, j.type, j.state, f"{j.attempts}/{j.max_attempts}", j.run_at,
-             one_line(j.last_error, 40)]
+            [j.id, j.type, j.state, f"{j.attempts}/{j.max_attempts}",
+             j.run_at.astimezone(UTC).strftime("%m-%d %H:%M:%S"), one_line(j.last_error, 40)]
             for j in page.jobs
         ]  # fmt: skip
+        no_errors = all(row[-1] is None for row in rows)
+        dropped = [
+            name
+            for name, drop in (("type", job_type), ("state", state), ("last_error", no_errors))
+            if drop
+        ]
+        for name in dropped:  # a filtered column says the same on every row; an empty one nothing
+            index = columns.index(name)
+            del columns[index]
+            for row in rows:
+                del row[index]
         out = console()
-        out.print(table(None, columns, rows))
+        title = " ".join(filter(None, [state, job_type, "jobs, newest first (run_at in UTC)"]))
+        out.print(table(title, columns, rows))
         if page.next_cursor is not None:
             out.print(f"more: --cursor {page.next_cursor}")
         elif not rows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -15,8 +16,11 @@ from rich.table import Table
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-NO_WRAP = frozenset({"id", "type", "state", "run_at", "started_at", "last_seen", "next"})
-"""Columns kept on one line (an id or a timestamp folded in two is hard to copy)."""
+MIN_WIDTH = {"id": 32}
+"""A job id is never folded (a cut id cannot be copied); the other columns fold instead."""
+
+PIPE_WIDTH = 160
+"""The width of tables written to a pipe or a file (no terminal to fit; COLUMNS overrides)."""
 
 
 def json_option(command: F) -> F:
@@ -41,8 +45,11 @@ def print_json(value: Any) -> None:
 
 
 def console() -> Console:
-    """A console on stdout; no colour codes when stdout is not a terminal."""
-    return Console(highlight=False, soft_wrap=False)
+    """A console on stdout; no colour codes and PIPE_WIDTH columns when it is not a terminal."""
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = PIPE_WIDTH
+    return out
 
 
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
@@ -55,7 +62,7 @@ def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any
             name,
             justify="right" if numeric else "left",
             overflow="fold",
-            no_wrap=name in NO_WRAP,
+            min_width=MIN_WIDTH.get(name),
         )
     for row in cells:
         result.add_row(*(cell_text(cell) for cell in row))

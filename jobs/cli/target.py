@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from framework import ApplicationContext, start_lifecycles
+from framework import ApplicationContext, FrameworkError, start_lifecycles
 
 from ..driver import JobDriver
 from ..queue import JobQueue
@@ -137,7 +137,10 @@ async def open_target(spec: TargetSpec) -> Target:
         driver = driver_from_url(spec.url, spec.namespace, spec.table_prefix)
         return Target(driver, JobQueue(driver), None)
     assert spec.app is not None
-    context = await load_builder(spec.app).run(start=False)
+    try:
+        context = await load_builder(spec.app).run(start=False)
+    except FrameworkError as exc:
+        raise CliUsageError(f"APP {spec.app!r}: {' '.join(str(exc).split())}") from None
     try:
         await start_lifecycles(context, lambda name, _: name == JOB_HANDLER_REGISTRY.name)
         return Target(context.get_value(JOB_DRIVER), context.get_value(JOB_QUEUE), context)

@@ -19,7 +19,7 @@ from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
 
 from .conformance_batches import BatchConformance
-from .deletion import DeleteConformance
+from .dashboard_cases import DashboardConformance
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .operations import OperationsConformance
 from .requests import new_request
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-class DriverConformance(BatchConformance, OperationsConformance, DeleteConformance):
+class DriverConformance(BatchConformance, OperationsConformance, DashboardConformance):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
     # -- enqueue and inspect -------------------------------------------------------------------

@@ -25,7 +25,7 @@ from jobs.driver import (
 from jobs.operations import WorkerRegistration
 from jobs.queue import JobQueue
 
-from .deletion import DELETE_CASES
+from .dashboard_cases import DASHBOARD_CASES
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .requests import new_request
 
@@ -161,9 +161,7 @@ class OperationsConformance:
         assert cursor is None
         assert [job_id for page in pages for job_id in page] == sorted(ids, reverse=True)
 
-    async def test_list_jobs_filters_by_state_and_type(
-        self, driver_harness: DriverHarness
-    ) -> None:
+    async def test_list_jobs_filters_by_state_and_type(self, driver_harness: DriverHarness) -> None:
         driver = await driver_harness.driver()
         pending_a = await enqueue(driver, "a", delay_ms=60_000)
         failed_a = await failed_job(driver, "a")
@@ -408,9 +406,7 @@ class OperationsConformance:
 
     # -- workers ---------------------------------------------------------------------------------
 
-    async def test_workers_register_refresh_and_expire(
-        self, driver_harness: DriverHarness
-    ) -> None:
+    async def test_workers_register_refresh_and_expire(self, driver_harness: DriverHarness) -> None:
         first, second = await driver_harness.driver(), await driver_harness.driver()
         clock = driver_harness.clock
         assert await first.list_workers() == []
@@ -510,9 +506,7 @@ class OperationsConformance:
         first, second = await driver_harness.driver(), await driver_harness.driver()
         for _ in range(10):
             job_id = await failed_job(first)
-            purged, requeued = await asyncio.gather(
-                first.purge(["failed"]), second.requeue(job_id)
-            )
+            purged, requeued = await asyncio.gather(first.purge(["failed"]), second.requeue(job_id))
             info = await first.get_job(job_id)
             if requeued:
                 assert (purged, info is not None and info.state) == (0, "pending")
@@ -567,10 +561,14 @@ class OperationsConformance:
         assert (await info_of(driver, failed)).state == "failed"
 
 
-OPERATIONS_CASES: tuple[str, ...] = tuple(
-    name
-    for name in vars(OperationsConformance)
-    if name.startswith("test_") and name != "test_bad_arguments_name_themselves_and_write_nothing"
-) + DELETE_CASES
+OPERATIONS_CASES: tuple[str, ...] = (
+    tuple(
+        name
+        for name in vars(OperationsConformance)
+        if name.startswith("test_")
+        and name != "test_bad_arguments_name_themselves_and_write_nothing"
+    )
+    + DASHBOARD_CASES
+)
 """The cases that need the operations SPI (the queue's argument checks need no driver support),
 for a driver's ``skipped_cases`` while it lacks it."""

@@ -99,5 +99,5 @@ def create_dashboard(
     return Starlette(
         routes=routes,
         middleware=[Middleware(DashboardGuard, allow_actions=allow_actions)],
-        exception_handlers={HTTPException: pages.error},
+        exception_handlers={HTTPException: pages.error, Exception: pages.failure},
     )

@@ -96,7 +96,6 @@ class Pages:
             now=now_ms(),
             job=job,
             errors=job.errors,
-            trace_context=getattr(job, "trace_context", None),
         )
 
     async def schedules(self, request: Request) -> Response:
@@ -109,6 +108,11 @@ class Pages:
             schedules=await self.source.schedules(now),
             known=self.source.scheduler is not None,
         )
+
+    async def failure(self, request: Request, exc: Exception) -> Response:
+        """Anything else (the store is down, most often): a 503 page naming it, not a blank 500."""
+        detail = f"the job store failed this request: {type(exc).__name__}: {exc}"
+        return await self.error(request, HTTPException(503, detail))
 
     async def error(self, request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500

@@ -22,6 +22,7 @@ from jobs import (
     JOB_DRIVER,
     JOBS_SETTINGS,
     OUTBOX_STORE,
+    InProcessJobDriver,
     JobContext,
     JobDriver,
     JobsSettings,
@@ -100,3 +101,22 @@ class CliOutboxApp(CliTestApp):
     @entry(OUTBOX_STORE)
     def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
         return SQLAlchemyOutboxStore(transaction_manager=transaction_manager)
+
+
+class SharedInProcessDriver(InProcessJobDriver):
+    """The reference driver, kept open across contexts: one store that outlives each command,
+    as a database outlives each ``neverlost`` process (commands close their context's beans)."""
+
+    async def close(self) -> None:
+        pass
+
+
+SHARED_STORE: dict[str, InProcessJobDriver] = {"driver": SharedInProcessDriver()}
+"""The store of CliInProcessApp; a test puts a fresh driver here before using it."""
+
+
+@configuration
+class CliInProcessApp(CliTestApp):
+    @entry(JOB_DRIVER)
+    def job_driver(self) -> JobDriver:
+        return SHARED_STORE["driver"]

@@ -133,3 +133,10 @@ def test_every_subcommand_has_help() -> None:
         assert result.exit_code == 0, result.output
         assert "Usage: neverlost" in result.stdout
         assert "--json" in result.stdout or command == ["worker"]
+
+
+def test_an_app_whose_beans_cannot_be_made_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLI_TEST_TARGET", raising=False)
+    result = invoke("stats", "tests.cli.app:CliTestApp")
+    assert_one_line_error(result, "'tests.cli.app:CliTestApp'", "job_driver", "CLI_TEST_TARGET")
+    assert_one_line_error(invoke("worker", "tests.cli.app:CliTestApp"), "job_driver")

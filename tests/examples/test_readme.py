@@ -16,6 +16,7 @@ EXPECTED_OUTPUT = {
     "outbox": "emails for orders [1]",
     "shutdown": "",
     "schedules": "'pending': 1, 'active': 0",
+    "dashboard": "200 True",
     "operations": "1 PermanentError: mailbox does not exist\nTrue\nTrue\n"
     "due=1 scheduled=0 cancelled=1\n1\n",
 }

@@ -6,6 +6,7 @@ import html
 import re
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -15,7 +16,7 @@ from jobs import JOB_QUEUE, JobQueue
 from jobs.web import create_dashboard
 from tests.support import wait_until
 
-from .conftest import client_for, csrf_token
+from .conftest import bound_socket, client_for, csrf_token
 from .scenario import XSS, populate, scenario_context
 
 
@@ -308,3 +309,35 @@ async def test_delete_removes_a_job_and_sends_the_page_to_the_list(queue: JobQue
     assert again.status_code == 303
     assert await queue.get_job(job_id) is None
     assert await queue.find_job(key="receipt:9") is None
+
+
+async def test_a_store_that_is_down_gets_a_503_page_naming_it() -> None:
+    from redis_jobs import RedisJobDriver
+
+    sock = bound_socket()  # a port nobody answers on once closed
+    port = sock.getsockname()[1]
+    sock.close()
+    driver = RedisJobDriver(url=f"redis://127.0.0.1:{port}/0")
+    app = create_dashboard(JobQueue(driver))
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://dashboard") as client:
+            page = await client.get("/job/01a2315d35f8660151d9d3a5917a4435")
+    finally:
+        await driver.close()
+    assert page.status_code == 503
+    assert "the job store failed this request:" in page.text
+    assert f"127.0.0.1:{port}" in page.text
+
+
+async def test_job_page_shows_the_trace_id_of_the_enqueue(
+    queue: JobQueue, span_exporter: object
+) -> None:
+    from opentelemetry import trace
+
+    with trace.get_tracer("tests.web").start_as_current_span("request") as span:
+        job_id = await queue.enqueue("email.send", {"n": 1})
+    trace_id = format(span.get_span_context().trace_id, "032x")
+    async with client_for(create_dashboard(queue)) as client:
+        page = await client.get(f"/job/{job_id}")
+    assert f'<dd class="mono">{trace_id}</dd>' in page.text

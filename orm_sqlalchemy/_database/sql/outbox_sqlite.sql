@@ -45,3 +45,7 @@ RETURNING 1;
 DELETE FROM {table}
 WHERE published_at IS NOT NULL AND published_at < {now} - :older_than_ms
 RETURNING 1;
+
+-- name: oldest_unpublished_age
+-- The outbox.lag metric: NULL when every entry is published.
+SELECT {now} - MIN(created_at) AS age_ms FROM {table} WHERE published_at IS NULL;

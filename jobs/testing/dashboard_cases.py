@@ -1,7 +1,9 @@
-"""The conformance cases of ``delete``: an operator removes one job (the dashboard's button).
+"""Conformance cases of what the dashboard needs beyond the operations issue (issue 12).
 
-Part of ``DriverConformance``; the case names are in ``OPERATIONS_CASES`` with the rest of the
-operations SPI, so a driver that skips the operations skips these too until it implements them.
+``delete``, an operator removing one job, and the trace context in ``JobInfo`` (the dashboard's
+job page shows the trace id). Part of ``DriverConformance``; the case names are in
+``OPERATIONS_CASES`` with the rest of the operations SPI, so a driver that skips those skips
+these too until it implements them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,21 @@ from .helpers import LEASE_MS, DriverHarness, claim_one, enqueue
 from .requests import new_request
 
 
-class DeleteConformance:
+class DashboardConformance:
+    async def test_job_info_keeps_the_trace_context_of_the_enqueue(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        driver = await driver_harness.driver()
+        traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        traced = await enqueue(driver, trace_context=traceparent)
+        plain = await enqueue(driver)
+        for job_id, expected in ((traced, traceparent), (plain, None)):
+            info = await driver.get_job(job_id)
+            assert info is not None
+            assert info.trace_context == expected
+            listed = {job.id: job for job in (await driver.list_jobs(limit=10)).jobs}
+            assert listed[job_id] == info
+
     async def test_delete_removes_a_job_in_any_state_but_active_and_frees_its_key(
         self, driver_harness: DriverHarness
     ) -> None:
@@ -72,6 +88,6 @@ class DeleteConformance:
                 assert await first.delete(job_id)
 
 
-DELETE_CASES: tuple[str, ...] = tuple(
-    name for name in vars(DeleteConformance) if name.startswith("test_")
+DASHBOARD_CASES: tuple[str, ...] = tuple(
+    name for name in vars(DashboardConformance) if name.startswith("test_")
 )
