@@ -230,3 +230,29 @@ async def test_screenshots_of_the_overview_and_a_failed_job(browser: Any, tmp_pa
     for path in await capture(browser, tmp_path):
         assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         assert path.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+async def test_on_sqlite_a_failed_jobs_page_shows_its_error(
+    page: Any, serve: Serve, tmp_path: Path
+) -> None:
+    from orm_sqlalchemy import SQLAlchemyJobStore
+
+    store = SQLAlchemyJobStore(url=f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}")
+    async with scenario_context(store) as context:
+        queue = context.get_value(JOB_QUEUE)
+        job_id = await queue.enqueue("report.build", {"month": "2026-12"}, key="report:2026-12")
+        assert job_id is not None
+
+        async def failed() -> bool:
+            info = await queue.get_job(job_id)
+            return info is not None and info.state == "failed"
+
+        await wait_until(failed, message="the job to fail on SQLite")
+        async with serve(create_dashboard(context)) as url:
+            await page.goto(f"{url}/job/{job_id}")
+            await expect(page.get_by_test_id("job-state")).to_have_text("failed")
+            await expect(page.get_by_test_id("payload")).to_contain_text('"month": "2026-12"')
+            await expect(page.locator(".facts")).to_contain_text("report:2026-12")
+            await expect(page.get_by_test_id("error")).to_contain_text(
+                "ConnectionError: warehouse timed out building report 2026-12"
+            )
