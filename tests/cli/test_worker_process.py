@@ -91,3 +91,21 @@ async def test_a_second_signal_cancels_the_jobs_in_flight_and_exits_1(
         assert info.attempts == 1
     finally:
         await driver.close()
+
+
+async def test_stats_watch_refreshes_until_interrupted_and_exits_0(
+    spawn_cli: SpawnCli, tmp_path: Path
+) -> None:
+    env = cli_env(StoreTarget.fresh("sqlite", tmp_path))
+    watch = await spawn_cli(
+        "stats", "tests.cli.app:CliInProcessApp", "--watch", "--interval", "0.2", env=env
+    )
+    await wait_until(
+        lambda: watch.log_text().count("jobs in SharedInProcessDriver") >= 3,
+        timeout=30,
+        interval=0.05,
+        message="three refreshes",
+    )
+    watch.signal(signal.SIGINT)
+    assert await watch.exit_code() == 0, watch.log_text()
+    assert "Traceback" not in watch.log_text()
