@@ -256,3 +256,16 @@ async def test_on_sqlite_a_failed_jobs_page_shows_its_error(
             await expect(page.get_by_test_id("error")).to_contain_text(
                 "ConnectionError: warehouse timed out building report 2026-12"
             )
+
+
+async def test_the_jobs_list_shows_new_jobs_without_a_reload(
+    context: ApplicationContext, ids: dict[str, str], page: Any, serve: Serve
+) -> None:
+    queue = context.get_value(JOB_QUEUE)
+    async with serve(create_dashboard(context, refresh_ms=REFRESH_MS)) as url:
+        await page.goto(f"{url}/jobs?state=pending")
+        await expect(page.locator(f'tr[data-job-id="{ids["scheduled"]}"]')).to_be_visible()
+        await page.evaluate("window.__loaded = 'once'")
+        job_id = await queue.enqueue("invoice.export", {"invoice": 1})
+        await expect(page.locator(f'tr[data-job-id="{job_id}"]')).to_contain_text("pending")
+        assert await page.evaluate("window.__loaded") == "once"
