@@ -74,19 +74,16 @@ from jobs.driver import (
     JobStateCounts,
 )
 from jobs.errors import DriverError
-from jobs.operations import OperationsNotImplemented
 from jobs.settings import Retention
 
 from .errors import translate
 from .keys import Keys
+from .operations import RedisOperations
 from .records import fields_of, job_info
 from .scripts import ScriptArg, ScriptRunner, Shared
 from .topology import RedisClient, Topology, client_from_url
+from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
 
-EXPIRY_MARGIN_MS = 60_000
-"""Real time a finished record outlives its retention, for clocks that differ from Redis's."""
-SIGNAL_CAP = 16
-SIGNAL_TTL_MS = 60_000
 MAX_CLAIM = 1_000
 """Jobs one claim call leases at most: bounds how long one script keeps Redis busy."""
 BLOCK_SHARE_OF_SOCKET_TIMEOUT = 0.8
@@ -98,7 +95,7 @@ SAFE_MEMORY_POLICY = "noeviction"
 """The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
-class RedisJobDriver(OperationsNotImplemented):
+class RedisJobDriver(RedisOperations):
     """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
 
     def __init__(

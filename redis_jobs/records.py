@@ -31,6 +31,7 @@ def job_info(job_id: str, record: dict[str, str]) -> JobInfo:
             run_at=to_datetime(int(record["run_at"])),
             last_error=record.get("last_error"),
             key=record.get("key"),
+            trace_context=record.get("trace_context"),
             timeout_ms=int(record["timeout_ms"]) if "timeout_ms" in record else None,
             created_at=to_datetime(int(record.get("created_at", record["run_at"]))),
             finished_at=(
