@@ -121,7 +121,7 @@ class SQLAlchemyOutboxStore:
             backend = PostgresBackend(self._engine, size=_PG_CONNECTIONS, name=self._name)
             self._wakeups = PostgresWakeups(
                 backend,
-                listen_engine=self._listen_engine or self._engine,
+                listen_engine=self._listen_engine,
                 channel=self._schema.notify_channel,
                 name=self._name,
                 on_wake=self._notified,

@@ -120,7 +120,7 @@ class SQLAlchemyJobStore:
             backend = PostgresBackend(self._engine, size=pool_size, name=self._name)
             self._wakeups = PostgresWakeups(
                 backend,
-                listen_engine=self._listen_engine or self._engine,
+                listen_engine=self._listen_engine,
                 channel=self._schema.notify_channel,
                 name=self._name,
                 on_wake=self._wake,

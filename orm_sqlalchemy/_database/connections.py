@@ -77,6 +77,10 @@ class PostgresBackend:
         self._slots = asyncio.Semaphore(size)
         self._closed = False
 
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
         args = statement.bind(params)
         async with self._slots, self._connection() as (driver, read_committed):

@@ -78,15 +78,16 @@ class PostgresWakeups:
     """NOTIFY after this store's commits and LISTEN for everyone's, on one channel.
 
     ``on_wake(detail)`` is called for another store's notification (``detail`` as announced,
-    None when empty) and with None when the LISTEN connection was lost. ``listen_engine`` is
-    the engine LISTEN connects with (``listen_url``: a direct connection past a pooler).
+    None when empty) and with None when the LISTEN connection was lost. ``listen_engine``
+    (from ``listen_url``: a direct connection past a pooler) is the engine LISTEN connects
+    with, as given; without one, LISTEN uses the store's engine unless that is pooled.
     """
 
     def __init__(
         self,
         backend: PostgresBackend,
         *,
-        listen_engine: AsyncEngine,
+        listen_engine: AsyncEngine | None,
         channel: str,
         name: str,
         on_wake: Callable[[str | None], None],
@@ -96,7 +97,13 @@ class PostgresWakeups:
         self._name = name
         self._on_wake = on_wake
         self._origin = uuid.uuid4().hex
-        self._listener = PostgresListener(listen_engine, channel, self._notified, name=name)
+        self._listener = PostgresListener(
+            listen_engine or backend.engine,
+            channel,
+            self._notified,
+            name=name,
+            check_pooler=listen_engine is None,
+        )
         self._pending: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._unheard_since: float | None = None
