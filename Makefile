@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-all lint typecheck bench clean
+.PHONY: install run test test-all lint typecheck bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,6 +31,10 @@ test-all: lint typecheck
 
 bench: install
 	$(BIN)/python -m benchmarks
+
+# SIGKILL and outbox chaos on SQLite, PostgreSQL and Redis; one table (jobs.testing.chaos).
+chaos: install
+	$(BIN)/python -m jobs.testing.chaos
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -14,6 +14,7 @@ import sys
 from loguru import logger
 
 from .drivers import FACTORIES, DriverFactory
+from .listing import listing_row
 from .outbox import commit_to_handler
 from .scenarios import drain_rate, enqueue_rate, start_latency
 
@@ -47,6 +48,10 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--samples", type=int, default=500, help="latency samples per run")
     parser.add_argument("--outbox", default="sqlite,postgres", help="databases for the outbox row")
+    parser.add_argument(
+        "--listing", default="inprocess", help="drivers for the list-page row (comma-separated)"
+    )
+    parser.add_argument("--listing-jobs", type=int, default=200_000)
     args = parser.parse_args(argv)
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
@@ -81,7 +86,29 @@ async def main(argv: list[str]) -> int:
             print(f"| {kind} | unavailable: {type(exc).__name__}: {exc} |")
             continue
         print(f"| {kind} | {_fmt(p50, 2)} | {_fmt(p99, 2)} |", flush=True)
+    await _listing(args.listing, args.listing_jobs)
     return 0
+
+
+async def _listing(drivers: str, total: int) -> None:
+    print(
+        f"\nList pages: failed jobs, 50 a page, among {total:,} jobs (1 in 10 failed); "
+        "median [min-max] of 20 fetches\n"
+    )
+    print("| driver | page 1 ms | page 100 ms |")
+    print("|---|---|---|")
+    for name in filter(None, drivers.split(",")):
+        factory = FACTORIES.get(name)
+        if factory is None:
+            print(f"| {name} | unknown driver; known: {', '.join(FACTORIES)} |")
+            continue
+        try:
+            async with factory() as driver:
+                first, hundredth = await listing_row(driver, total)
+        except Exception as exc:
+            print(f"| {name} | unavailable: {type(exc).__name__}: {exc} |")
+            continue
+        print(f"| {name} | {_fmt(first, 3)} | {_fmt(hundredth, 3)} |", flush=True)
 
 
 if __name__ == "__main__":

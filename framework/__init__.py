@@ -1,6 +1,6 @@
 """A small dependency-injection container: configurations, entries, tokens and lifecycle phases."""
 
-from .builder import ApplicationBuilder
+from .builder import ApplicationBuilder, start_lifecycles
 from .configuration import auto_configuration, configuration, entry
 from .context import ApplicationContext
 from .errors import (
@@ -20,6 +20,7 @@ from .tokens import Token
 
 __all__ = [
     "ApplicationBuilder",
+    "start_lifecycles",
     "ApplicationContext",
     "Lifecycle",
     "Token",

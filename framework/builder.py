@@ -91,11 +91,18 @@ class ApplicationBuilder:
         copy._overrides = (*self._overrides, *args)
         return copy
 
-    async def run(self) -> ApplicationContext:
+    @property
+    def configurations(self) -> tuple[type, ...]:
+        """The configuration classes, in the order given."""
+        return self._configurations
+
+    async def run(self, *, start: bool = True) -> ApplicationContext:
         """Create every bean in dependency order, then start auto-startup lifecycle beans.
 
-        Whatever fails, nothing leaks: beans already started are stopped and beans already
-        created are closed before the error is raised.
+        With ``start=False`` no lifecycle bean is started: the caller starts what it needs
+        (a command-line tool reading the store, a worker that leaves its scheduler off) with
+        ``start_lifecycles``. Whatever fails, nothing leaks: beans already started are stopped
+        and beans already created are closed before the error is raised.
         """
         definitions = _resolve_conditions(self._merged())
         order = _dependency_order(definitions)
@@ -116,7 +123,8 @@ class ApplicationBuilder:
             }
             container.set_provider(name, providers.Singleton(definition.factory, **kwargs))
         await _instantiate(context, container, order)
-        await _start_lifecycles(context)
+        if start:
+            await start_lifecycles(context)
         return context
 
     def _merged(self) -> dict[str, BeanDefinition]:
@@ -255,11 +263,17 @@ async def _instantiate(
         context._record_created(name, bean)
 
 
-async def _start_lifecycles(context: ApplicationContext) -> None:
+async def start_lifecycles(
+    context: ApplicationContext, select: Callable[[str, Lifecycle], bool] | None = None
+) -> None:
+    """Start lifecycle beans in ascending phase: the auto-startup ones, or those ``select``
+    accepts (given the bean's name and the bean). A failure closes the context and raises
+    LifecycleError naming the bean."""
     startable = [
         (name, bean)
         for name, bean in context.beans()
-        if isinstance(bean, Lifecycle) and bean.auto_startup
+        if isinstance(bean, Lifecycle)
+        and (bean.auto_startup if select is None else select(name, bean))
     ]
     startable.sort(key=lambda item: item[1].phase)
     for name, bean in startable:

@@ -7,7 +7,9 @@ from .definitions import JobDefinition, define_job
 from .driver import (
     JOB_STATES,
     LEASE_EXPIRED_ERROR,
+    MAX_ERRORS_KEPT,
     ClaimedJob,
+    FailedAttempt,
     JobDriver,
     JobInfo,
     JobRequest,
@@ -23,12 +25,21 @@ from .errors import (
     PayloadError,
     PayloadTooLargeError,
     PayloadValidationError,
+    PermanentError,
+    RetryLater,
     ScheduleError,
     StoreSchemaError,
     StoreUnavailableError,
 )
 from .handlers import JobHandlerRegistry, RegisteredHandler, job_handler
 from .inprocess import InProcessJobDriver
+from .operations import (
+    JobPage,
+    JobTypeStats,
+    OperationsNotImplemented,
+    WorkerInfo,
+    WorkerRegistration,
+)
 from .outbox import JobOutboxPublisher, OutboxEntry, OutboxPublisher, OutboxStore
 from .outbox_relay import OutboxRelay
 from .payload import check_payload, encode_payload
@@ -82,9 +93,17 @@ __all__ = [
     "JobRequest",
     "ClaimedJob",
     "JobInfo",
+    "FailedAttempt",
     "JobState",
     "JOB_STATES",
     "LEASE_EXPIRED_ERROR",
+    "MAX_ERRORS_KEPT",
+    # operating it
+    "JobPage",
+    "JobTypeStats",
+    "WorkerInfo",
+    "WorkerRegistration",
+    "OperationsNotImplemented",
     "InProcessJobDriver",
     "Clock",
     "ManualClock",
@@ -108,6 +127,8 @@ __all__ = [
     "PayloadError",
     "PayloadTooLargeError",
     "PayloadValidationError",
+    "PermanentError",
+    "RetryLater",
     "ScheduleError",
     "StoreSchemaError",
     "StoreUnavailableError",

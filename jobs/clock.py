@@ -35,9 +35,14 @@ class SystemClock:
 
 
 class ManualClock:
-    """A clock that only moves when told; listeners hear of every move (drivers wake waiters)."""
+    """A clock that only moves when told; listeners hear of every move (drivers wake waiters).
 
-    def __init__(self, start_ms: int | None = None) -> None:
+    It starts at ``start_ms`` (epoch milliseconds or a timezone-aware datetime), or now.
+    """
+
+    def __init__(self, start_ms: int | datetime | None = None) -> None:
+        if isinstance(start_ms, datetime):
+            start_ms = to_epoch_ms(start_ms, what="a ManualClock's start")
         self._now_ms = start_ms if start_ms is not None else time.time_ns() // 1_000_000
         self._listeners: list[Callable[[], None]] = []
 
@@ -51,8 +56,18 @@ class ManualClock:
         for listener in list(self._listeners):
             listener()
 
+    def now(self) -> datetime:
+        """The clock's time as an aware UTC datetime."""
+        return to_datetime(self._now_ms)
+
     def set(self, when: datetime) -> None:
-        target = int(when.timestamp() * 1000)
+        """Move forward to ``when`` (timezone-aware; not before the clock's time)."""
+        target = to_epoch_ms(when, what="ManualClock.set")
+        if target < self._now_ms:
+            raise ValueError(
+                f"a clock does not go backwards: {when.isoformat()} is before "
+                f"{self.now().isoformat()}"
+            )
         self.advance(target - self._now_ms)
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
@@ -65,7 +80,7 @@ def to_datetime(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
 
 
-def to_epoch_ms(when: datetime) -> int:
+def to_epoch_ms(when: datetime, *, what: str = "run_at") -> int:
     if when.tzinfo is None:
-        raise ValueError(f"run_at must be timezone-aware, got naive {when.isoformat()}")
+        raise ValueError(f"{what} must be timezone-aware, got naive {when.isoformat()}")
     return int(when.timestamp() * 1000)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 
 
 class AbortSignal:
-    """Set when an attempt should stop: it timed out, lost its lease, or the runner shut down.
+    """Set when an attempt should stop: it timed out, lost its lease, was cancelled by an
+    operator, or the runner shut down (``reason``: timeout, lease lost, cancelled, shutdown).
 
     Async handlers may ``await signal.wait()``; handlers running in a thread poll ``is_set()``
     or block in ``wait_blocking(timeout)``. ``reason`` says why it was set. The events behind
@@ -54,10 +56,16 @@ class AbortSignal:
 
 @dataclass(frozen=True, slots=True)
 class JobContext:
-    """Passed as the second argument to handlers that take one."""
+    """Passed as the second argument to handlers that take one.
+
+    ``key`` is the job's idempotency key; ``run_at`` when it was due (None where the driver
+    does not say).
+    """
 
     id: str
     type: str
     attempt: int
     max_attempts: int
     signal: AbortSignal
+    key: str | None = None
+    run_at: datetime | None = None

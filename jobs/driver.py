@@ -7,6 +7,12 @@ instead. Every claim hands out a fresh lease token: ``heartbeat``, ``complete``,
 ``fail`` apply only while that token holds the job, and otherwise change nothing and return
 False. Check and change are one atomic unit in every driver.
 
+Operations (list, find, requeue, cancel, purge, stats, workers) are fenced like the rest:
+each changes one job in one atomic step, only from the states it names, and tells the loser of a
+race (False, or not counted). Cancelling an active job revokes its lease token, so the holder's
+next heartbeat and its settle are refused. Arguments reach a driver already validated by
+``JobQueue`` (see ``jobs.operations``).
+
 Times: ``run_at_ms`` and ``keep_until_ms`` are epoch milliseconds; ``delay_ms`` counts from the
 store's clock. A driver given a ``Clock`` uses it in place of the store's clock (tests).
 """
@@ -16,13 +22,19 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-JobState = Literal["pending", "active", "completed", "failed"]
-JOB_STATES: tuple[JobState, ...] = ("pending", "active", "completed", "failed")
+if TYPE_CHECKING:
+    from .operations import JobPage, JobTypeStats, WorkerInfo, WorkerRegistration
+
+JobState = Literal["pending", "active", "completed", "failed", "cancelled"]
+JOB_STATES: tuple[JobState, ...] = ("pending", "active", "completed", "failed", "cancelled")
+FINISHED_STATES: tuple[JobState, ...] = ("completed", "failed", "cancelled")
 JobStateCounts = dict[JobState, int]
 
 LEASE_EXPIRED_ERROR = "LeaseExpiredError: lease expired with no attempts left"
+MAX_ERRORS_KEPT = 20
+"""``JobInfo.errors`` keeps the errors of the last this-many failed attempts."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,11 +66,29 @@ class ClaimedJob:
     timeout_ms: int | None = None
     key: str | None = None
     trace_context: str | None = None
+    reclaimed: bool = False
+    """This delivery follows an attempt whose lease expired (its worker died or stalled)."""
+    run_at_ms: int | None = None
+    """When the job was due (epoch ms), for ``JobContext.run_at``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailedAttempt:
+    """The error one attempt ended with, as ``retry`` or ``fail`` recorded it."""
+
+    attempt: int
+    at: datetime
+    error: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobInfo:
-    """A job as ``get_job`` reports it (the payload decoded)."""
+    """A job as ``get_job`` reports it (the payload decoded).
+
+    ``errors`` holds one entry per failed attempt, newest last, the last ``MAX_ERRORS_KEPT``;
+    ``last_error`` is the newest one's text. ``finished_at`` is set in a finished state
+    (completed, failed, cancelled) and cleared when an operator requeues the job.
+    """
 
     id: str
     type: str
@@ -70,6 +100,11 @@ class JobInfo:
     last_error: str | None = None
     key: str | None = None
     timeout_ms: int | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the trace that enqueued the job, if one was active."""
+    errors: tuple[FailedAttempt, ...] = ()
 
 
 @runtime_checkable
@@ -119,6 +154,92 @@ class JobDriver(Protocol):
     async def counts(self) -> JobStateCounts:
         """How many jobs are in each state (every state present, zero included)."""
         ...
+
+    # -- operations ----------------------------------------------------------------------------
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of jobs, newest first (``created_at`` descending, then id descending).
+
+        ``cursor`` is a page's ``next_cursor``: the next page starts strictly after the last
+        job of that page, so jobs enqueued while paging neither repeat nor shift pages. A page
+        costs the same however many jobs the store holds (an index or sorted set, no offset).
+        ``next_cursor`` is None on the last page.
+        """
+        ...
+
+    async def find_job(self, key: str) -> JobInfo | None:
+        """The job holding idempotency ``key``, or None."""
+        ...
+
+    async def requeue(self, job_id: str) -> bool:
+        """An operator's retry: a failed or cancelled job becomes pending, due now.
+
+        It gets exactly one more attempt (``max_attempts = attempts + 1``) and keeps its id,
+        key, payload and errors. False (and no write) in any other state or for an unknown id.
+        """
+        ...
+
+    async def requeue_failed(self, job_type: str | None = None) -> int:
+        """``requeue`` every failed job (of ``job_type``); how many moved."""
+        ...
+
+    async def cancel(self, job_id: str) -> bool:
+        """A pending or active job becomes cancelled (finished); its lease token is revoked.
+
+        False (and no write) for a finished or unknown job.
+        """
+        ...
+
+    async def purge(
+        self,
+        states: Collection[JobState],
+        job_type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        """Delete jobs in ``states`` (never ``active``), freeing their keys; how many went.
+
+        ``older_than_ms``: only jobs finished (or, pending ones, created) at least that long ago
+        by the store's clock. Each job is its own atomic step: a job that left ``states`` in
+        the meantime is kept and not counted.
+        """
+        ...
+
+    async def delete(self, job_id: str) -> bool:
+        """Delete one job that is not active, freeing its key (an operator's "delete").
+
+        False (and no write) for an active job (its worker holds it: cancel it first) or an
+        unknown id. One atomic step, like ``purge`` of a single job.
+        """
+        ...
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        """Per job type present in the store: counts by state and the oldest due job's age."""
+        ...
+
+    async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
+        """Record (or refresh) a live worker, stamped ``last_seen`` now by the store's clock.
+
+        A worker not refreshed within ``ttl_ms`` is gone from ``list_workers`` (and its record
+        expires). ``started_at`` is the time of the first registration of this live record.
+        """
+        ...
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        """Remove a worker's record (a clean shutdown); a no-op for an unknown id."""
+        ...
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """The live workers, by ``started_at``."""
+        ...
+
+    # -- wake-up and close ---------------------------------------------------------------------
 
     async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
         """Return when a job of ``types`` may be claimable, or after ``timeout_ms``.

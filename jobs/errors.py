@@ -12,6 +12,8 @@ JobsError
  |    +-- StoreSchemaError              the store's schema does not fit this version
  +-- JobTimeoutError (TimeoutError)    a handler ran past its timeout (recorded as the job's error)
  +-- LeaseExpiredError                 a job's lease ran out with no attempts left
+ +-- PermanentError                    raised by a handler: fail the job now, no more attempts
+ +-- RetryLater                        raised by a handler: retry after ``delay_ms``
 """
 
 from __future__ import annotations
@@ -78,3 +80,20 @@ class JobTimeoutError(JobsError, TimeoutError):
 
 class LeaseExpiredError(JobsError):
     """A job's lease expired while it had no attempts left."""
+
+
+class PermanentError(JobsError):
+    """Raise from a handler to fail the job for good at once (its message is the error kept)."""
+
+
+class RetryLater(JobsError):
+    """Raise from a handler to retry the job after ``delay_ms`` instead of its backoff.
+
+    It still ends the attempt as a failure: on the last attempt the job fails as usual.
+    """
+
+    def __init__(self, message: str = "retry later", *, delay_ms: int) -> None:
+        if not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0:
+            raise ValueError(f"RetryLater needs delay_ms as an int >= 0, got {delay_ms!r}")
+        self.delay_ms = delay_ms
+        super().__init__(message)

@@ -5,7 +5,11 @@ it). At the timeout the task is cancelled and ``ctx.signal`` set; a handler that
 cancellation is given ``timeout_grace_ms``, after which the attempt is *detached*: its
 ``on_detach`` callback (the runner) settles the job without it. A heartbeat that finds the
 lease gone (``leases.LeaseKeeper``) interrupts the handler the same way and nothing is settled:
-the job belongs to its new holder. The store calls themselves go through ``settling.Settler``.
+the job belongs to its new holder, or an operator cancelled it (``ctx.signal.reason`` says
+which). A reclaimed job whose attempt is past its handler's ``max_attempts`` (its worker died
+on the last one) fails with the lease-expired error without running: the handler's options
+govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type
+and attempt (loguru ``contextualize``). The store calls themselves go through ``settling.Settler``.
 An attempt knows the services it is given (``AttemptServices``), never the runner.
 """
 
@@ -21,10 +25,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
+from .clock import to_datetime
 from .context import AbortSignal, JobContext
-from .driver import ClaimedJob
-from .errors import JobTimeoutError, LeaseExpiredError, PayloadValidationError
+from .driver import LEASE_EXPIRED_ERROR, ClaimedJob
+from .errors import (
+    JobTimeoutError,
+    LeaseExpiredError,
+    PayloadValidationError,
+    PermanentError,
+    RetryLater,
+)
 from .leases import Lease, LeaseKeeper
+from .metrics import record_execution
 from .payload import decode_payload
 from .retry import Backoff
 from .settling import Settler
@@ -108,6 +120,8 @@ class Attempt:
         """The body of the attempt's task."""
         self._started = time.perf_counter()
         self.span = span = start_job_span(self.job)
+        if self.job.reclaimed and self.job.attempt > self.max_attempts:
+            return await self._fail_unrun()
         token = activate(span)
         loop = asyncio.get_running_loop()
         leases = self.services.leases
@@ -151,14 +165,22 @@ class Attempt:
             payload = definition.validate(payload)
         args: tuple[Any, ...] = (payload,)
         if handler.takes_context:
-            context = JobContext(job.id, job.type, job.attempt, self.max_attempts, self.signal)
+            run_at = to_datetime(job.run_at_ms) if job.run_at_ms is not None else None
+            context = JobContext(
+                job.id, job.type, job.attempt, self.max_attempts, self.signal, job.key, run_at
+            )
             args = (payload, context)
-        if handler.is_async:
-            await handler.function(*args)
-            return
-        await asyncio.get_running_loop().run_in_executor(
-            self.services.executor, _call_in, contextvars.copy_context(), handler.function, args
-        )
+        with logger.contextualize(job_id=job.id, job_type=job.type, attempt=job.attempt):
+            if handler.is_async:
+                await handler.function(*args)
+                return
+            await asyncio.get_running_loop().run_in_executor(
+                self.services.executor,
+                _call_in,
+                contextvars.copy_context(),
+                handler.function,
+                args,
+            )
 
     # -- interruptions -------------------------------------------------------------------------
 
@@ -192,8 +214,8 @@ class Attempt:
             if handle is not None:
                 handle.cancel()
 
-    def _on_lease_lost(self) -> None:
-        self._interrupt("lease lost")
+    def _on_lease_lost(self, reason: str) -> None:
+        self._interrupt(reason)
 
     # -- settle --------------------------------------------------------------------------------
 
@@ -208,9 +230,7 @@ class Attempt:
         finally:
             if lease is not None:
                 leases.release(lease)
-        if self.span is not None:
-            end_span(self.span, outcome, (time.perf_counter() - self._started) * 1000, error)
-        return outcome
+        return self._ended(outcome, error)
 
     async def _settle(self, error: BaseException | None) -> Outcome:
         job, settler = self.job, self.services.settler
@@ -219,14 +239,37 @@ class Attempt:
         if error is None:
             return "completed" if await settler.complete(job) else self._refused()
         text = describe_error(error)
-        if isinstance(error, PayloadValidationError) or job.attempt >= self.max_attempts:
+        final = isinstance(error, PayloadValidationError | PermanentError)
+        if final or job.attempt >= self.max_attempts:
             log_failure(job, self.max_attempts, error)
             failed = await settler.fail(job, error=text)
             return "failed" if failed else self._refused()
-        delay_ms = (self.handler.options.backoff or self.services.backoff)(job.attempt)
+        if isinstance(error, RetryLater):
+            delay_ms = error.delay_ms
+        else:
+            delay_ms = (self.handler.options.backoff or self.services.backoff)(job.attempt)
         log_retry(job, self.max_attempts, delay_ms, error)
         retried = await settler.retry(job, delay_ms=delay_ms, error=text)
         return "retry" if retried else self._refused()
+
+    async def _fail_unrun(self) -> Outcome:
+        """The last attempt's worker died holding the job: fail it, as the store would have."""
+        job = self.job
+        error = LeaseExpiredError(
+            f"attempt {job.attempt} is past the handler's max_attempts ({self.max_attempts})"
+        )
+        log_failure(job, self.max_attempts, error)
+        outcome: Outcome = "failed"
+        if not await self.services.settler.fail(job, error=LEASE_EXPIRED_ERROR):
+            outcome = self._refused()
+        return self._ended(outcome, error)
+
+    def _ended(self, outcome: Outcome, error: BaseException | None) -> Outcome:
+        duration_ms = (time.perf_counter() - self._started) * 1000
+        if self.span is not None:
+            end_span(self.span, outcome, duration_ms, error)
+        record_execution(self.job.type, outcome, duration_ms)
+        return outcome
 
     def _refused(self) -> Outcome:
         logger.bind(job_id=self.job.id).warning(

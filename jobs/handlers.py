@@ -5,10 +5,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from pydantic import BaseModel
+
+from .context import JobContext
 from .definitions import JobDefinition
-from .errors import DuplicateHandlerError
+from .errors import DuplicateHandlerError, JobTypeError
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
@@ -17,6 +20,9 @@ if TYPE_CHECKING:
     from framework import ApplicationContext
 
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S")
+R = TypeVar("R")
 
 _HANDLER_ATTR = "__job_handler__"
 
@@ -34,6 +40,42 @@ class HandlerOptions:
     timezone: str | None = None
 
 
+class _TypedHandlerDecorator(Protocol[M]):
+    """``@job_handler(definition)``: the method's payload parameter must accept the model."""
+
+    @overload
+    def __call__(self, method: Callable[[S, M], R]) -> Callable[[S, M], R]: ...
+
+    @overload
+    def __call__(
+        self, method: Callable[[S, M, JobContext], R]
+    ) -> Callable[[S, M, JobContext], R]: ...
+
+
+@overload
+def job_handler(
+    type_or_definition: JobDefinition[M],
+    *,
+    max_attempts: int | None = None,
+    timeout_ms: int | None = None,
+    backoff: Backoff | None = None,
+    cron: str | None = None,
+    timezone: str | None = None,
+) -> _TypedHandlerDecorator[M]: ...
+
+
+@overload
+def job_handler(
+    type_or_definition: str,
+    *,
+    max_attempts: int | None = None,
+    timeout_ms: int | None = None,
+    backoff: Backoff | None = None,
+    cron: str | None = None,
+    timezone: str | None = None,
+) -> Callable[[F], F]: ...
+
+
 def job_handler(
     type_or_definition: str | JobDefinition[Any],
     *,
@@ -42,13 +84,15 @@ def job_handler(
     backoff: Backoff | None = None,
     cron: str | None = None,
     timezone: str | None = None,
-) -> Callable[[F], F]:
+) -> Callable[[F], F] | _TypedHandlerDecorator[Any]:
     """Mark a bean method as the handler of a job type.
 
     The method takes ``(payload)`` or ``(payload, ctx: JobContext)``; it may be ``async`` or
     plain (plain ones run in a worker thread). Options here override what a request or the
     job's definition asked for. With ``cron``, the scheduler also queues the job on that
-    schedule (``timezone`` defaults to UTC).
+    schedule (``timezone`` defaults to UTC). With a job definition the payload is the
+    validated model, and a type checker refuses a method whose payload parameter cannot
+    take it.
     """
     options = _options(type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone)
 
@@ -174,6 +218,24 @@ class JobHandlerRegistry:
 
     def handlers(self) -> Iterable[RegisteredHandler]:
         return list(self._handlers.values())
+
+    def only(self, types: Iterable[str]) -> JobHandlerRegistry:
+        """A registry of the handlers of ``types`` alone (a worker serving part of the types).
+
+        Raises JobTypeError naming any type without a handler here, and the known ones.
+        """
+        wanted = list(dict.fromkeys(types))
+        unknown = [job_type for job_type in wanted if job_type not in self._handlers]
+        if unknown:
+            known = ", ".join(sorted(self._handlers)) or "none"
+            raise JobTypeError(
+                f"no handler for job type(s) {', '.join(unknown)}; the handled types are {known}"
+            )
+        subset = JobHandlerRegistry()
+        subset._handlers = {job_type: self._handlers[job_type] for job_type in wanted}
+        subset._types = frozenset(subset._handlers)
+        subset._running = True
+        return subset
 
     def _scan(self, bean_name: str, bean: object) -> None:
         if inspect.isclass(bean) or inspect.ismodule(bean):

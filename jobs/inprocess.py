@@ -3,7 +3,8 @@
 Not durable: jobs live as long as the process. Pending jobs sit in one heap per type ordered by
 ``run_at`` and active ones in one heap per type ordered by lease expiry, so a claim looks at the
 heads of the heaps it needs, never at every job. Heap entries carry a sequence number; an entry
-whose number no longer matches its job's is stale and skipped when it surfaces.
+whose number no longer matches its job's is stale and skipped when it surfaces. Listing and
+stats read a ``JobIndex`` of sorted lists kept beside the heaps.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import contextlib
 import heapq
 import itertools
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
-from .clock import Clock, ManualClock, SystemClock, to_datetime
+from .clock import Clock, ManualClock, SystemClock
 from .driver import (
-    JOB_STATES,
     LEASE_EXPIRED_ERROR,
     ClaimedJob,
     JobInfo,
@@ -26,30 +25,20 @@ from .driver import (
     JobStateCounts,
 )
 from .errors import DriverError
-from .payload import decode_payload
+from .inprocess_index import JobIndex
+from .inprocess_record import JobRecord, job_info
+from .operations import (
+    JobPage,
+    JobTypeStats,
+    WorkerInfo,
+    WorkerRegistration,
+    decode_cursor,
+    encode_cursor,
+)
 from .settings import Retention
+from .worker_table import WorkerTable
 
 _Entry = tuple[int, int, str]  # (time ms, sequence, job id)
-
-
-@dataclass(slots=True)
-class _Record:
-    id: str
-    type: str
-    payload: str
-    max_attempts: int
-    run_at: int
-    timeout_ms: int | None
-    key: str | None
-    trace_context: str | None
-    keep_until: int | None
-    state: JobState = "pending"
-    attempts: int = 0
-    seq: int = 0
-    token: str | None = None
-    lease_until: int = 0
-    last_error: str | None = None
-    expires_at: int = 0
 
 
 class InProcessJobDriver:
@@ -64,11 +53,13 @@ class InProcessJobDriver:
     ) -> None:
         self._clock = clock or SystemClock()
         self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
-        self._jobs: dict[str, _Record] = {}
+        self._jobs: dict[str, JobRecord] = {}
         self._keys: dict[str, str] = {}
         self._ready: dict[str, list[_Entry]] = {}
         self._leased: dict[str, list[_Entry]] = {}
         self._finished: list[_Entry] = []
+        self._index = JobIndex()
+        self._workers = WorkerTable(self._clock)
         self._seq = itertools.count(1)
         self._wakeup: asyncio.Event | None = None
         self._closed = False
@@ -107,7 +98,7 @@ class InProcessJobDriver:
         if job.id in self._jobs:
             raise DriverError(f"job id {job.id!r} already exists")
         run_at = job.run_at_ms if job.run_at_ms is not None else now + job.delay_ms
-        record = _Record(
+        record = JobRecord(
             id=job.id,
             type=job.type,
             payload=job.payload,
@@ -117,10 +108,12 @@ class InProcessJobDriver:
             key=job.key,
             trace_context=job.trace_context,
             keep_until=job.keep_until_ms,
+            created_at=now,
         )
         self._jobs[job.id] = record
         if job.key is not None:
             self._keys[job.key] = job.id
+        self._index.add(record)
         self._push_ready(record)
         return job.id
 
@@ -141,12 +134,12 @@ class InProcessJobDriver:
                 if record.attempts >= record.max_attempts:
                     self._finish(record, "failed", LEASE_EXPIRED_ERROR, now)
                     continue
-                claimed.append(self._lease(record, lease_ms, now))
+                claimed.append(self._lease(record, lease_ms, now, reclaimed=True))
         while len(claimed) < limit:
             record = self._pop_due(types, now)
             if record is None:
                 break
-            claimed.append(self._lease(record, lease_ms, now))
+            claimed.append(self._lease(record, lease_ms, now, reclaimed=False))
         return claimed
 
     async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
@@ -171,12 +164,9 @@ class InProcessJobDriver:
         record = self._held(job_id, lease_token)
         if record is None:
             return False
-        record.state = "pending"
-        record.token = None
-        record.last_error = error
-        record.run_at = self._clock.now_ms() + delay_ms
-        self._push_ready(record)
-        self._notify()
+        now = self._clock.now_ms()
+        record.add_error(now, error)
+        self._to_pending(record, now + delay_ms)
         return True
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
@@ -191,27 +181,109 @@ class InProcessJobDriver:
     async def get_job(self, job_id: str) -> JobInfo | None:
         self._prune(self._clock.now_ms())
         record = self._jobs.get(job_id)
-        if record is None:
-            return None
-        return JobInfo(
-            id=record.id,
-            type=record.type,
-            state=record.state,
-            payload=decode_payload(record.payload),
-            attempts=record.attempts,
-            max_attempts=record.max_attempts,
-            run_at=to_datetime(record.run_at),
-            last_error=record.last_error,
-            key=record.key,
-            timeout_ms=record.timeout_ms,
-        )
+        return None if record is None else job_info(record)
 
     async def counts(self) -> JobStateCounts:
         self._prune(self._clock.now_ms())
-        counts = dict.fromkeys(JOB_STATES, 0)
-        for record in self._jobs.values():
-            counts[record.state] += 1
-        return counts
+        return self._index.counts()
+
+    # -- operations ----------------------------------------------------------------------------
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        self._prune(self._clock.now_ms())
+        before = decode_cursor(cursor) if cursor is not None else None
+        ids, last = self._index.page(state, job_type, limit, before)
+        return JobPage(
+            jobs=[job_info(self._jobs[job_id]) for job_id in ids],
+            next_cursor=encode_cursor(*last) if last is not None else None,
+        )
+
+    async def find_job(self, key: str) -> JobInfo | None:
+        self._prune(self._clock.now_ms())
+        job_id = self._keys.get(key)
+        return None if job_id is None else job_info(self._jobs[job_id])
+
+    async def requeue(self, job_id: str) -> bool:
+        self._check_open()
+        now = self._clock.now_ms()
+        self._prune(now)
+        record = self._jobs.get(job_id)
+        if record is None or record.state not in ("failed", "cancelled"):
+            return False
+        record.max_attempts = record.attempts + 1
+        record.finished_at = None
+        record.expires_at = 0
+        self._to_pending(record, now)
+        return True
+
+    async def requeue_failed(self, job_type: str | None = None) -> int:
+        moved = 0
+        for job_id in self._index.ids("failed", job_type):
+            moved += await self.requeue(job_id)
+        return moved
+
+    async def cancel(self, job_id: str) -> bool:
+        self._check_open()
+        now = self._clock.now_ms()
+        self._prune(now)
+        record = self._jobs.get(job_id)
+        if record is None or record.state not in ("pending", "active"):
+            return False
+        self._finish(record, "cancelled", None, now)
+        return True
+
+    async def purge(
+        self,
+        states: Collection[JobState],
+        job_type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        self._check_open()
+        now = self._clock.now_ms()
+        self._prune(now)
+        cutoff = None if older_than_ms is None else now - older_than_ms
+        purged = 0
+        for state in dict.fromkeys(states):
+            if state == "active":
+                raise ValueError("purge refuses state 'active': a worker still holds those jobs")
+            for job_id in self._index.ids(state, job_type):
+                record = self._jobs[job_id]
+                since = record.created_at if record.finished_at is None else record.finished_at
+                if cutoff is None or since <= cutoff:
+                    self._delete(record)
+                    purged += 1
+        return purged
+
+    async def delete(self, job_id: str) -> bool:
+        self._check_open()
+        self._prune(self._clock.now_ms())
+        record = self._jobs.get(job_id)
+        if record is None or record.state == "active":
+            return False
+        self._delete(record)
+        return True
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        now = self._clock.now_ms()
+        self._prune(now)
+        return self._index.stats(now)
+
+    async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
+        self._check_open()
+        self._workers.register(worker, ttl_ms)
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        self._workers.deregister(worker_id)
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        return self._workers.live()
 
     async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
         self._check_open()
@@ -245,7 +317,7 @@ class InProcessJobDriver:
             self._wakeup = None
             event.set()
 
-    def _push_ready(self, record: _Record) -> None:
+    def _push_ready(self, record: JobRecord) -> None:
         record.seq = next(self._seq)
         heapq.heappush(
             self._ready.setdefault(record.type, []), (record.run_at, record.seq, record.id)
@@ -261,7 +333,7 @@ class InProcessJobDriver:
             heapq.heappop(heap)
         return None
 
-    def _pop_due(self, types: Collection[str], now: int) -> _Record | None:
+    def _pop_due(self, types: Collection[str], now: int) -> JobRecord | None:
         best: _Entry | None = None
         best_heap: list[_Entry] | None = None
         for job_type in types:
@@ -286,9 +358,20 @@ class InProcessJobDriver:
         ]
         return min(times, default=None)
 
-    def _lease(self, record: _Record, lease_ms: int, now: int) -> ClaimedJob:
+    def _to_pending(self, record: JobRecord, run_at: int) -> None:
+        self._index.remove(record)
+        record.state = "pending"
+        record.token = None
+        record.run_at = run_at
+        self._index.add(record)
+        self._push_ready(record)
+        self._notify()
+
+    def _lease(self, record: JobRecord, lease_ms: int, now: int, *, reclaimed: bool) -> ClaimedJob:
+        self._index.remove(record)
         record.attempts += 1
         record.state = "active"
+        self._index.add(record)
         record.seq = next(self._seq)
         record.token = f"{record.attempts}:{record.seq}"
         record.lease_until = now + lease_ms
@@ -305,21 +388,26 @@ class InProcessJobDriver:
             timeout_ms=record.timeout_ms,
             key=record.key,
             trace_context=record.trace_context,
+            reclaimed=reclaimed,
+            run_at_ms=record.run_at,
         )
 
-    def _held(self, job_id: str, lease_token: str) -> _Record | None:
+    def _held(self, job_id: str, lease_token: str) -> JobRecord | None:
         record = self._jobs.get(job_id)
         if record is None or record.state != "active" or record.token != lease_token:
             return None
         return record
 
-    def _finish(self, record: _Record, state: JobState, error: str | None, now: int) -> None:
+    def _finish(self, record: JobRecord, state: JobState, error: str | None, now: int) -> None:
         retain = self._retention.of_state(state)
+        self._index.remove(record)
         record.state = state
+        self._index.add(record)
         record.token = None
         record.seq = next(self._seq)
+        record.finished_at = now
         if error is not None:
-            record.last_error = error
+            record.add_error(now, error)
         record.expires_at = max(now + retain, record.keep_until or 0)
         heapq.heappush(self._finished, (record.expires_at, record.seq, record.id))
 
@@ -330,6 +418,10 @@ class InProcessJobDriver:
             record = self._jobs.get(job_id)
             if record is None or record.seq != seq:
                 continue
-            del self._jobs[job_id]
-            if record.key is not None and self._keys.get(record.key) == job_id:
-                del self._keys[record.key]
+            self._delete(record)
+
+    def _delete(self, record: JobRecord) -> None:
+        self._index.remove(record)
+        del self._jobs[record.id]
+        if record.key is not None and self._keys.get(record.key) == record.id:
+            del self._keys[record.key]

@@ -3,7 +3,8 @@
 Each held job gets a ``Lease``. Every half ``heartbeat_ms`` the keeper beats each lease not
 beaten for that long (one sweep for all, instead of a timer per job), so beats are spaced
 between half and one ``heartbeat_ms``, well inside the lease. A beat the store refuses means
-the job was reclaimed: the lease's ``on_lost`` callback runs. Before settling, the holder calls
+the job was reclaimed or cancelled (one look at the job tells which): the lease's ``on_lost``
+callback runs with the reason, "lease lost" or "cancelled". Before settling, the holder calls
 ``settling()``, which stops further beats and waits for one in flight, so a late beat never
 lands after the job was settled.
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from loguru import logger
 
 from .driver import ClaimedJob, JobDriver
+from .failures import FailureStreak
 
 
 class Lease:
@@ -23,7 +25,7 @@ class Lease:
 
     __slots__ = ("_beat_task", "job", "last_beat", "lost", "on_lost", "settling")
 
-    def __init__(self, job: ClaimedJob, on_lost: Callable[[], None], now: float) -> None:
+    def __init__(self, job: ClaimedJob, on_lost: Callable[[str], None], now: float) -> None:
         self.job = job
         self.on_lost = on_lost
         self.last_beat = now
@@ -40,11 +42,12 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.heartbeat_ms = heartbeat_ms
         self._leases: set[Lease] = set()
+        self._failures = FailureStreak("extending leases", level="WARNING")
 
     def __len__(self) -> int:
         return len(self._leases)
 
-    def hold(self, job: ClaimedJob, on_lost: Callable[[], None]) -> Lease:
+    def hold(self, job: ClaimedJob, on_lost: Callable[[str], None]) -> Lease:
         """Start beating ``job``'s lease; ``on_lost`` runs if the store refuses a beat."""
         lease = Lease(job, on_lost, asyncio.get_running_loop().time())
         self._leases.add(lease)
@@ -88,13 +91,23 @@ class LeaseKeeper:
         try:
             held = await self.driver.heartbeat(job.id, job.lease_token, self.lease_ms)
         except Exception as exc:
-            logger.bind(job_id=job.id).warning(
-                "heartbeat for job {} failed, trying again: {}: {}", job.id, type(exc).__name__, exc
-            )
-            held = True
+            self._failures.failed(exc, then=f"job {job.id} keeps running; the next beat retries")
+            return
+        self._failures.succeeded()
         if not held:
+            reason = await self._why_refused(job)
             logger.bind(job_id=job.id, job_type=job.type).warning(
-                "job {} ({}) lost its lease; its handler is cancelled", job.type, job.id
+                "job {} ({}): {}; its handler is interrupted",
+                job.type,
+                job.id,
+                "cancelled by an operator" if reason == "cancelled" else "lost its lease",
             )
             lease.lost = True
-            lease.on_lost()
+            lease.on_lost(reason)
+
+    async def _why_refused(self, job: ClaimedJob) -> str:
+        try:
+            info = await self.driver.get_job(job.id)
+        except Exception:
+            return "lease lost"
+        return "cancelled" if info is not None and info.state == "cancelled" else "lease lost"

@@ -9,12 +9,14 @@ of the same entry is dropped by the queue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 from pydantic import BaseModel
+
+from .queue import NewJob
 
 if TYPE_CHECKING:
     from .definitions import JobDefinition
@@ -82,6 +84,13 @@ class OutboxStore(Protocol):
         """Mark the entry published; False (no write) if the lease token is stale."""
         ...
 
+    async def mark_published_many(self, entries: Sequence[OutboxEntry]) -> list[str]:
+        """Mark claimed entries published in one statement; the ids marked, in any order.
+
+        An entry whose ``lease_token`` no longer holds it is left as it is (not in the result).
+        """
+        ...
+
     async def release(self, entry_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
         """A failed publish: claimable again after ``delay_ms``; False if stale."""
         ...
@@ -100,7 +109,11 @@ class OutboxStore(Protocol):
 
 
 class OutboxPublisher(Protocol):
-    """Anything that can take an entry somewhere (a job queue, a broker)."""
+    """Anything that can take an entry somewhere (a job queue, a broker).
+
+    A publisher may also have ``async publish_many(entries)``, taking a claimed batch at once
+    (all or nothing: it raises if any entry could not be taken); the relay then uses it.
+    """
 
     async def publish(self, entry: OutboxEntry) -> None: ...
 
@@ -119,6 +132,25 @@ class JobOutboxPublisher:
         await self._queue.enqueue(
             entry.type,
             entry.payload,
-            key=entry.key if entry.key is not None else f"outbox:{entry.id}",
+            key=_job_key(entry),
             delay_ms=entry.delay_ms,
         )
+
+    async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
+        """Enqueue the batch in one driver call (``JobQueue.enqueue_many``), each entry keyed."""
+        await self._queue.enqueue_many(
+            [
+                NewJob(
+                    type=entry.type,
+                    payload=entry.payload,
+                    key=_job_key(entry),
+                    delay_ms=entry.delay_ms,
+                    trace_context=entry.trace_context,
+                )
+                for entry in entries
+            ]
+        )
+
+
+def _job_key(entry: OutboxEntry) -> str:
+    return entry.key if entry.key is not None else f"outbox:{entry.id}"

@@ -1,22 +1,39 @@
 """OutboxRelay: hands committed outbox entries to a publisher, at least once.
 
-Claims unpublished entries with a lease, publishes each, marks it published. A publish that
-fails puts the entry back after a backoff; a relay that dies leaves its entries to their lease.
-Woken right after a commit that appended (the store's ``wait_for_entries``), polling as the
-fallback. Lifecycle phase 20, started like the runner.
+Claims a batch of unpublished entries with a lease, publishes it, marks it published. With a
+publisher that has ``publish_many`` (``JobOutboxPublisher``: one ``enqueue_many``), a batch is
+one publish call and one ``mark_published_many`` statement; if the batch publish fails, its
+entries are published one by one, so one bad entry holds up only itself. A publish that fails
+puts the entry back after a backoff; a relay that dies leaves its entries to their lease.
+
+While a full batch is being handed over, the next claim is already in flight: claimed entries
+are leased, so the next claim takes the entries after them (fencing holds), and batches are
+handed over in the order they were claimed. Woken right after a commit that appended (the
+store's ``wait_for_entries``), polling as the fallback. Lifecycle phase 20, started like the
+runner.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loguru import logger
 
+from .failures import FailureStreak
+from .metrics import record_published, record_published_batch, watch_outbox
 from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
 from .retry import Backoff, exponential_backoff
-from .telemetry import describe_error
+from .telemetry import (
+    current,
+    describe_error,
+    end_publish_span,
+    start_publish_span,
+    traceparent_for,
+)
 
 _PRUNE_EVERY_S = 60.0
 
@@ -50,10 +67,14 @@ class OutboxRelay:
         self.auto_startup = auto_startup
         self.stats: dict[str, int] = {"published": 0, "failed": 0}
         self._task: asyncio.Task[None] | None = None
+        self._next_claim: asyncio.Task[list[OutboxEntry]] | None = None
         self._stopping = False
         self._waiting = False
         self._closed = False
         self._last_prune = 0.0
+        self._unwatch: Callable[[], None] = lambda: None
+        self._relay_failures = FailureStreak("relaying outbox entries")
+        self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
 
     @property
     def is_running(self) -> bool:
@@ -67,6 +88,7 @@ class OutboxRelay:
             return
         self._stopping = False
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="jobs.outbox-relay")
+        self._unwatch = watch_outbox(self.store)
 
     def stop(self) -> None:
         """Stop claiming entries; a batch being published is finished. Idempotent."""
@@ -83,31 +105,55 @@ class OutboxRelay:
         self.stop()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+        await self._finish_prefetched_claim()
+        self._unwatch()
 
     async def relay_once(self) -> int:
         """Claim one batch and publish it; how many entries were claimed."""
-        entries = await self.store.claim(self.batch_size, self.lease_ms)
-        for entry in entries:
-            await self._publish(entry)
+        return await self._relay(prefetch=False)
+
+    async def _relay(self, *, prefetch: bool) -> int:
+        """Hand over one batch (the one claimed ahead, if any); with ``prefetch``, a full batch
+        starts the next claim before it is handed over."""
+        claiming, self._next_claim = self._next_claim, None
+        entries = await (claiming or self.store.claim(self.batch_size, self.lease_ms))
+        if prefetch and len(entries) >= self.batch_size and not self._stopping:
+            self._next_claim = asyncio.get_running_loop().create_task(
+                self.store.claim(self.batch_size, self.lease_ms), name="jobs.outbox-relay.claim"
+            )
+        await self._hand_over(entries)
         await self._prune_now_and_then()
         return len(entries)
 
+    async def _finish_prefetched_claim(self) -> None:
+        """A claim made ahead when the relay stopped: hand its entries over too (one batch)."""
+        claiming, self._next_claim = self._next_claim, None
+        if claiming is None:
+            return
+        try:
+            await self._hand_over(await claiming)
+        except Exception as exc:
+            logger.warning(
+                "handing over the batch claimed ahead failed at stop ({}: {}); its entries wait "
+                "for their lease",
+                type(exc).__name__,
+                exc,
+            )
+
     async def _loop(self) -> None:
-        failures = 0
+        failures = self._relay_failures
         while not self._stopping:
             try:
-                claimed = await self.relay_once()
+                claimed = await self._relay(prefetch=True)
             except Exception as exc:
-                failures += 1
-                delay_ms = self.backoff(failures)
-                logger.opt(exception=exc).error(
-                    "outbox relay failed ({} in a row); retrying in {} ms", failures, delay_ms
-                )
+                delay_ms = self.backoff(failures.count + 1)
+                failures.failed(exc, retry_in_ms=delay_ms)
                 await self._wait(asyncio.sleep(delay_ms / 1000))
                 continue
-            failures = 0
+            failures.succeeded()
             if claimed < self.batch_size:
                 await self._wait(self.store.wait_for_entries(self.poll_interval_ms))
+        await self._finish_prefetched_claim()
 
     async def _wait(self, waiting: Any) -> None:
         self._waiting = True
@@ -119,31 +165,71 @@ class OutboxRelay:
         finally:
             self._waiting = False
 
-    async def _publish(self, entry: OutboxEntry) -> None:
+    async def _hand_over(self, entries: Sequence[OutboxEntry]) -> None:
+        if not entries:
+            return
+        publish_many = getattr(self.publisher, "publish_many", None)
+        if publish_many is None or len(entries) == 1:
+            for entry in entries:
+                await self._publish(entry)
+            return
+        spans = [start_publish_span(entry) for entry in entries]
+        carried = [
+            dataclasses.replace(entry, trace_context=traceparent_for(span, entry.trace_context))
+            for entry, span in zip(entries, spans, strict=True)
+        ]
         try:
-            await self.publisher.publish(entry)
+            await publish_many(carried)
         except Exception as exc:
-            self.stats["failed"] += 1
-            delay_ms = self.backoff(entry.attempts)
-            logger.bind(entry_id=entry.id, entry_type=entry.type).warning(
-                "publishing outbox entry {} ({}) failed, retrying in {} ms: {}: {}",
-                entry.id,
-                entry.type,
-                delay_ms,
+            for span in spans:
+                end_publish_span(span, exc)
+            logger.warning(
+                "publishing a batch of {} outbox entries failed ({}: {}); publishing one by one",
+                len(entries),
                 type(exc).__name__,
                 exc,
+            )
+            for entry in entries:
+                await self._publish(entry)
+            return
+        for span in spans:
+            end_publish_span(span)
+        marked = set(await self.store.mark_published_many(entries))
+        self.stats["published"] += len(marked)
+        record_published_batch(entries, marked)
+        for entry in entries:
+            if entry.id not in marked:
+                self._warn_reclaimed(entry)
+
+    async def _publish(self, entry: OutboxEntry) -> None:
+        span = start_publish_span(entry)
+        try:
+            with current(span):
+                await self.publisher.publish(entry)
+        except Exception as exc:
+            end_publish_span(span, exc)
+            self.stats["failed"] += 1
+            delay_ms = self.backoff(entry.attempts)
+            self._publish_failures.failed(
+                exc, then=f"entry {entry.id} ({entry.type}) is retried in {delay_ms} ms"
             )
             await self.store.release(
                 entry.id, entry.lease_token, delay_ms=delay_ms, error=describe_error(exc)
             )
             return
+        end_publish_span(span)
+        self._publish_failures.succeeded()
         if await self.store.mark_published(entry.id, entry.lease_token):
             self.stats["published"] += 1
+            record_published(entry.type)
         else:
-            logger.bind(entry_id=entry.id).warning(
-                "outbox entry {} was reclaimed before it was marked; it will be handed over again",
-                entry.id,
-            )
+            self._warn_reclaimed(entry)
+
+    def _warn_reclaimed(self, entry: OutboxEntry) -> None:
+        logger.bind(entry_id=entry.id).warning(
+            "outbox entry {} was reclaimed before it was marked; it will be handed over again",
+            entry.id,
+        )
 
     async def _prune_now_and_then(self) -> None:
         if self.retain_published_ms is None:

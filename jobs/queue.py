@@ -4,23 +4,36 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from pydantic import BaseModel
+
+from . import operations as check
 from .clock import to_epoch_ms
 from .definitions import JobDefinition
-from .driver import JobDriver, JobRequest
+from .driver import JobDriver, JobInfo, JobRequest
+from .metrics import record_enqueued, record_enqueued_batch
+from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
-from .telemetry import current_traceparent
+from .telemetry import (
+    current_traceparent,
+    enqueue_many_span,
+    enqueue_span,
+    enqueued,
+    enqueued_batch,
+)
 from .tokens import JOB_DRIVER
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
 
     from .handlers import JobHandlerRegistry
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def new_job_id() -> str:
@@ -39,6 +52,8 @@ class NewJob:
     max_attempts: int | None = None
     timeout_ms: int | None = None
     key: str | None = None
+    trace_context: str | None = None
+    """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
 
 
 class JobQueue:
@@ -69,6 +84,37 @@ class JobQueue:
         assert self._context is not None
         return self._context.get_value(JOB_DRIVER)
 
+    @property
+    def registry(self) -> JobHandlerRegistry | None:
+        """The handlers this queue consults (their options win over a request's), if any."""
+        return self._registry
+
+    @overload
+    async def enqueue(
+        self,
+        type_or_definition: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> str | None: ...
+
+    @overload
+    async def enqueue(
+        self,
+        type_or_definition: str,
+        payload: Any = None,
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+    ) -> str | None: ...
+
     async def enqueue(
         self,
         type_or_definition: str | JobDefinition[Any],
@@ -82,11 +128,15 @@ class JobQueue:
     ) -> str | None:
         """Store a job; its id, or None when a live job already holds ``key``.
 
+        With a job definition the payload is its model or a mapping the model validates
+        (type checkers refuse anything else); with a type string, any JSON value.
+
         Raises PayloadError (a ValueError) naming the path of anything in ``payload`` that is
-        not JSON, and before any I/O.
+        not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
+        trace context the job carries to its execution.
         """
-        return await self.driver.enqueue(
-            self.build_request(
+        with enqueue_span(_job_type(type_or_definition)) as span:
+            request = self.build_request(
                 type_or_definition,
                 payload,
                 delay_ms=delay_ms,
@@ -95,7 +145,10 @@ class JobQueue:
                 timeout_ms=timeout_ms,
                 key=key,
             )
-        )
+            job_id = await self.driver.enqueue(request)
+            enqueued(span, request, job_id)
+        record_enqueued(request.type, job_id is not None)
+        return job_id
 
     async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
         """Store a batch in one driver call; per job, in order, its id or None (key taken).
@@ -104,6 +157,17 @@ class JobQueue:
         wins). Every job is validated before any I/O: one bad payload raises (PayloadError
         naming the job's index and path) and nothing is stored.
         """
+        batch = list(jobs)
+        if not batch:
+            return []
+        with enqueue_many_span(len(batch)) as span:
+            requests = self._build_batch(batch)
+            enqueued_batch(span, requests)
+            ids = await self.driver.enqueue_many(requests)
+        record_enqueued_batch(requests, ids)
+        return ids
+
+    def _build_batch(self, jobs: list[NewJob]) -> list[JobRequest]:
         requests = []
         for index, job in enumerate(jobs):
             try:
@@ -116,14 +180,13 @@ class JobQueue:
                         max_attempts=job.max_attempts,
                         timeout_ms=job.timeout_ms,
                         key=job.key,
+                        trace_context=job.trace_context,
                     )
                 )
             except ValueError as exc:
                 exc.add_note(f"in job {index} of the batch; nothing was enqueued")
                 raise
-        if not requests:
-            return []
-        return await self.driver.enqueue_many(requests)
+        return requests
 
     def build_request(
         self,
@@ -135,14 +198,13 @@ class JobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        trace_context: str | None = None,
     ) -> JobRequest:
         """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
+        job_type = _job_type(type_or_definition)
         if definition is not None:
-            job_type = definition.type
             payload = definition.to_json_value(payload)
-        else:
-            job_type = check_name("job type", type_or_definition, MAX_TYPE_LENGTH)
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
@@ -161,8 +223,80 @@ class JobQueue:
             key=key,
             delay_ms=delay_ms or 0,
             run_at_ms=to_epoch_ms(run_at) if run_at is not None else None,
-            trace_context=current_traceparent(),
+            trace_context=trace_context if trace_context is not None else current_traceparent(),
         )
+
+    # -- operating it --------------------------------------------------------------------------
+
+    async def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """A page of jobs newest first; ``cursor=page.next_cursor`` for the next one."""
+        return await self.driver.list_jobs(
+            state=check.check_state(state) if state is not None else None,
+            job_type=check.check_type(type) if type is not None else None,
+            limit=check.check_limit(limit),
+            cursor=check.check_cursor(cursor) if cursor is not None else None,
+        )
+
+    async def get_job(self, job_id: str) -> JobInfo | None:
+        return await self.driver.get_job(check.check_job_id(job_id))
+
+    async def find_job(self, *, key: str) -> JobInfo | None:
+        """The job holding idempotency ``key`` (in any state, until retention prunes it)."""
+        return await self.driver.find_job(check.check_key(key))
+
+    async def retry(self, job_id: str) -> bool:
+        """A failed or cancelled job runs again now, with exactly one more attempt.
+
+        True if it moved; False for a job in any other state or an unknown id.
+        """
+        return await self.driver.requeue(check.check_job_id(job_id))
+
+    async def retry_failed(self, type: str | None = None) -> int:
+        """``retry`` every failed job (of ``type``); how many moved."""
+        job_type = check.check_type(type) if type is not None else None
+        return await self.driver.requeue_failed(job_type)
+
+    async def cancel(self, job_id: str) -> bool:
+        """A pending job is cancelled; an active one too, and its handler is interrupted.
+
+        True if it was cancelled; False for a finished job or an unknown id.
+        """
+        return await self.driver.cancel(check.check_job_id(job_id))
+
+    async def purge(
+        self,
+        states: Iterable[str] = ("completed",),
+        type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        """Delete jobs in ``states`` (never ``active``), freeing their keys; how many went."""
+        return await self.driver.purge(
+            check.check_purge_states(states),
+            check.check_type(type) if type is not None else None,
+            check.check_age(older_than_ms) if older_than_ms is not None else None,
+        )
+
+    async def delete(self, job_id: str) -> bool:
+        """Delete one job (any state but active), freeing its key; True if it went.
+
+        False for an active job (cancel it first) or an unknown id.
+        """
+        return await self.driver.delete(check.check_job_id(job_id))
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""
+        return await self.driver.stats()
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The worker processes seen within their last three heartbeat intervals."""
+        return await self.driver.list_workers()
 
     def _max_attempts(
         self, job_type: str, definition: JobDefinition[Any] | None, requested: int | None
@@ -178,6 +312,12 @@ class JobQueue:
         if definition is not None and definition.max_attempts is not None:
             return definition.max_attempts
         return DEFAULT_MAX_ATTEMPTS
+
+
+def _job_type(type_or_definition: str | JobDefinition[Any]) -> str:
+    if isinstance(type_or_definition, JobDefinition):
+        return type_or_definition.type
+    return check_name("job type", type_or_definition, MAX_TYPE_LENGTH)
 
 
 def _definition_timeout(definition: JobDefinition[Any] | None) -> int | None:

@@ -7,12 +7,13 @@ outcomes settled by one ``Settler`` (``settling``); dependencies run one way, fr
 A failing store call is logged and retried with backoff; the loop does not die. ``stop()``
 ends claiming while attempts in flight go on; ``close()`` also waits for them (up to
 ``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
+While started, the runner is listed in ``workers()`` (``presence``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,8 +22,12 @@ from loguru import logger
 from .driver import ClaimedJob, JobDriver
 from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
+from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .leases import LeaseKeeper
+from .metrics import watch_queue
+from .operations import WorkerRegistration
+from .presence import WorkerPresence, new_worker_id
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
@@ -66,13 +71,17 @@ class JobRunner:
             ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
+        self.worker_id = new_worker_id()
+        self.presence = WorkerPresence(driver, self.heartbeat_ms, self._registration)
         self._loop_task: asyncio.Task[None] | None = None
         self._beat_task: asyncio.Task[None] | None = None
         self._waiting = False
-        self._wait_failures = 0
+        self._claim_failures = FailureStreak("claiming jobs")
+        self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
         self._stopping = False
         self._closed = False
+        self._unwatch: Callable[[], None] = _nothing
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -100,6 +109,8 @@ class JobRunner:
         self._loop_task = loop.create_task(self._claim_loop(), name="jobs.runner.claim-loop")
         if self._beat_task is None:
             self._beat_task = loop.create_task(self.leases.run(), name="jobs.runner.heartbeats")
+        self.presence.start()
+        self._unwatch = watch_queue(self.driver)
 
     def stop(self) -> None:
         """Stop claiming; jobs in flight go on. Idempotent."""
@@ -139,12 +150,25 @@ class JobRunner:
         if self._beat_task is not None:
             self._beat_task.cancel()
             await asyncio.gather(self._beat_task, return_exceptions=True)
+        await self.presence.close()
+        self._unwatch()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def _registration(self) -> WorkerRegistration:
+        host, pid, _ = self.worker_id.rsplit(":", 2)
+        return WorkerRegistration(
+            id=self.worker_id,
+            host=host,
+            pid=int(pid),
+            types=tuple(sorted(self.registry.types)),
+            concurrency=self.settings.concurrency,
+            in_flight=len(self._attempts),
+        )
 
     # -- the claim loop ------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        failures = 0
+        failures = self._claim_failures
         concurrency = self.settings.concurrency
         while not self._stopping:
             free = concurrency - len(self._attempts)
@@ -155,16 +179,11 @@ class JobRunner:
             try:
                 jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
             except Exception as exc:
-                failures += 1
-                delay_ms = STORE_BACKOFF(failures)
-                logger.opt(exception=exc).error(
-                    "claiming jobs failed ({} in a row); retrying in {} ms", failures, delay_ms
-                )
+                delay_ms = STORE_BACKOFF(failures.count + 1)
+                failures.failed(exc, retry_in_ms=delay_ms)
                 await self._wait(asyncio.sleep(delay_ms / 1000))
                 continue
-            if failures:
-                logger.info("claiming jobs works again after {} failure(s)", failures)
-                failures = 0
+            failures.succeeded()
             for job in jobs:
                 self._launch(job)
             if len(jobs) < free:
@@ -175,20 +194,16 @@ class JobRunner:
         self._waiting = True
         try:
             await waiting
-            self._wait_failures = 0
+            self._wait_failures.succeeded()
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
         except Exception as exc:
             # Back off, then claim again: a wake-up broken by a store outage must not leave an
             # idle runner deaf for a whole poll interval once the store is back.
-            self._wait_failures += 1
-            delay_ms = min(STORE_BACKOFF(self._wait_failures), self.settings.poll_interval_ms)
-            logger.opt(exception=exc).error(
-                "waiting for jobs failed ({} in a row); claiming again in {} ms",
-                self._wait_failures,
-                delay_ms,
-            )
+            failures = self._wait_failures
+            delay_ms = min(STORE_BACKOFF(failures.count + 1), self.settings.poll_interval_ms)
+            failures.failed(exc, then=f"claiming again in {delay_ms} ms")
             await asyncio.sleep(delay_ms / 1000)
         finally:
             self._waiting = False
@@ -238,3 +253,7 @@ class JobRunner:
         if attempt.task is not None:
             self._attempts.pop(attempt.task, None)
         self._track(attempt, attempt.finish(attempt.interruption_error()))
+
+
+def _nothing() -> None:
+    pass

@@ -68,6 +68,7 @@ from loguru import logger
 
 from .clock import Clock, SystemClock, to_datetime
 from .errors import JobsError, ScheduleError
+from .failures import FailureStreak
 from .queue import JobQueue
 from .retry import exponential_backoff
 from .schedule import Schedule, occurrence_iso
@@ -146,6 +147,8 @@ class JobScheduler:
         self._tasks: set[asyncio.Task[None]] = set()  # the loop, and one still ending
         self._stop_event: asyncio.Event | None = None
         self._closed = False
+        self._pass_failures = FailureStreak("job scheduler pass")
+        self._enqueue_failures = FailureStreak("queuing scheduled jobs")
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -210,9 +213,10 @@ class JobScheduler:
             try:
                 report = await self._pass(stop_event.is_set)
                 failures = failures + 1 if report.failed else 0
+                self._pass_failures.succeeded()
             except Exception as exc:  # never let the loop die; the next pass tries again
                 failures += 1
-                logger.opt(exception=exc).error("job scheduler pass failed")
+                self._pass_failures.failed(exc, retry_in_ms=self._retry_delay(failures))
             delay_ms = self._retry_delay(failures) if failures else self.interval_ms
             remaining = started + delay_ms / 1000 - loop.time()
             if remaining > 0:
@@ -278,13 +282,10 @@ class JobScheduler:
             async with asyncio.timeout(self.enqueue_timeout_ms / 1000):
                 job_id = await self.queue.driver.enqueue(request)
         except Exception as exc:
-            logger.opt(exception=exc).error(
-                "schedule {}: enqueuing {} failed; the next pass retries",
-                schedule.key_prefix,
-                key,
-            )
+            self._enqueue_failures.failed(exc, then=f"{key} is left to the next pass")
             report.failed.append(key)
             return "timeout" if isinstance(exc, TimeoutError) else "failed"
+        self._enqueue_failures.succeeded()
         if job_id is None:
             report.dropped.append(key)
             logger.debug("schedule {}: {} already queued", schedule.key_prefix, key)

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from loguru import logger
 
 from .driver import ClaimedJob, JobDriver
+from .failures import FailureStreak, describe_cause
 from .retry import exponential_backoff
 
 STORE_BACKOFF = exponential_backoff(100, 30_000)
@@ -25,6 +26,7 @@ class Settler:
     def __init__(self, driver: JobDriver, lease_ms: int) -> None:
         self.driver = driver
         self.lease_ms = lease_ms
+        self._failures = FailureStreak("settling jobs", level="WARNING")
 
     async def complete(self, job: ClaimedJob) -> bool:
         driver = self.driver
@@ -49,15 +51,20 @@ class Settler:
         failures = 0
         while True:
             try:
-                return await call()
+                settled = await call()
             except Exception as exc:
                 failures += 1
-                delay_s = STORE_BACKOFF(failures) / 1000
-                if time.monotonic() + delay_s > deadline:
-                    logger.opt(exception=exc).error(
-                        "settling a job failed {} times; it will run again after its lease",
+                delay_ms = STORE_BACKOFF(failures)
+                if time.monotonic() + delay_ms / 1000 > deadline:
+                    logger.error(
+                        "settling a job failed {} times, for as long as its lease: {}; it will "
+                        "run again after its lease",
                         failures,
+                        describe_cause(exc),
                     )
                     return False
-                logger.warning("settling a job failed ({}: {}); retrying", type(exc).__name__, exc)
-                await asyncio.sleep(delay_s)
+                self._failures.failed(exc, retry_in_ms=delay_ms)
+                await asyncio.sleep(delay_ms / 1000)
+                continue
+            self._failures.succeeded()
+            return settled

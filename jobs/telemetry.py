@@ -1,52 +1,175 @@
-"""Spans and logs of job executions, and the trace context a job carries from its enqueue."""
+"""Spans and logs of jobs, and the W3C trace context a job carries from its enqueue.
+
+One request, one trace: the producer's span (an HTTP handler, say) is the parent of the
+enqueue's PRODUCER span ``jobs.enqueue <type>``, whose context the job stores
+(``trace_context``); each execution's CONSUMER span ``jobs.job.<type>`` is its child, in
+whatever process claims the job. Through the outbox, the entry stores the appending span's
+context and the relay's ``outbox.publish <type>`` span continues it. Attributes follow the
+OpenTelemetry messaging conventions where they fit (``messaging.system`` "neverlost", the job
+type as destination, the job id as message id). Without an SDK the spans are no-ops and a
+trace context already current (one propagated into the request) is carried as it is.
+"""
 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING
 
 from loguru import logger
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from .driver import ClaimedJob
+from .driver import ClaimedJob, JobRequest
 
-_tracer = trace.get_tracer("jobs")
+if TYPE_CHECKING:
+    from .outbox import OutboxEntry
+
+_tracer = trace.get_tracer("neverlost")
+_propagator = TraceContextTextMapPropagator()
 _ERROR_TAIL_LINES = 12
 _ERROR_MAX_CHARS = 4_000
+MESSAGING_SYSTEM = "neverlost"
 
 
 def current_traceparent() -> str | None:
     """The caller's span as a W3C traceparent, or None outside a recorded trace."""
-    context = trace.get_current_span().get_span_context()
-    if not context.is_valid:
-        return None
-    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+    carrier: dict[str, str] = {}
+    _propagator.inject(carrier)
+    return carrier.get("traceparent")
 
 
 def parse_traceparent(value: str | None) -> SpanContext | None:
     """The span context a traceparent names, or None if it is absent or malformed."""
     if not value:
         return None
-    parts = value.split("-")
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
-        return None
-    try:
-        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
-    except ValueError:
-        return None
-    context = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags))
+    context = trace.get_current_span(_context_of(value)).get_span_context()
     return context if context.is_valid else None
 
 
+def _context_of(traceparent: str | None) -> otel_context.Context | None:
+    """An OpenTelemetry context whose (remote) parent is ``traceparent``; None: no parent."""
+    if not traceparent:
+        return None
+    return _propagator.extract({"traceparent": traceparent}, context=otel_context.Context())
+
+
+def _traceparent_of(span: Span) -> str | None:
+    carrier: dict[str, str] = {}
+    _propagator.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get("traceparent")
+
+
+@contextmanager
+def enqueue_span(job_type: str) -> Iterator[Span]:
+    """The PRODUCER span ``jobs.enqueue <type>``, current inside the block (the request built
+    there carries it); ``enqueued`` records the outcome."""
+    with _tracer.start_as_current_span(
+        f"jobs.enqueue {job_type}",
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "enqueue",
+            "messaging.destination.name": job_type,
+            "job.type": job_type,
+        },
+    ) as span:
+        yield span
+
+
+@contextmanager
+def enqueue_many_span(count: int) -> Iterator[Span]:
+    """The PRODUCER span ``jobs.enqueue`` of a batch; jobs that carry a context of their own
+    (an outbox entry's) are linked by ``enqueued_batch``."""
+    with _tracer.start_as_current_span(
+        "jobs.enqueue",
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "enqueue_many",
+            "messaging.batch.message_count": count,
+        },
+    ) as span:
+        yield span
+
+
+def enqueued(span: Span, request: JobRequest, job_id: str | None) -> None:
+    if span.is_recording():
+        span.set_attribute("messaging.message.id", request.id)
+        span.set_attribute("job.id", request.id)
+        if job_id is None:
+            span.set_attribute("job.key_taken", True)
+
+
+def enqueued_batch(span: Span, requests: Sequence[JobRequest]) -> None:
+    if not span.is_recording():
+        return
+    own = trace.get_current_span().get_span_context()
+    types = {request.type for request in requests}
+    if len(types) == 1:
+        (job_type,) = types
+        span.update_name(f"jobs.enqueue {job_type}")
+        span.set_attribute("messaging.destination.name", job_type)
+    for request in requests[:128]:
+        origin = parse_traceparent(request.trace_context)
+        if origin is not None and origin.span_id != own.span_id:
+            span.add_link(origin)
+
+
+def start_publish_span(entry: OutboxEntry) -> Span:
+    """The relay's span ``outbox.publish <type>``: a child of the span that appended the entry
+    (its ``trace_context``), so the request's trace goes on through the relay."""
+    return _tracer.start_span(
+        f"outbox.publish {entry.type}",
+        context=_context_of(entry.trace_context),
+        kind=SpanKind.INTERNAL,
+        attributes={
+            "outbox.entry.id": entry.id,
+            "outbox.entry.type": entry.type,
+            "outbox.entry.attempt": entry.attempts,
+        },
+    )
+
+
+def current(span: Span) -> AbstractContextManager[Span]:
+    """Make ``span`` current inside the block (it is not ended on exit)."""
+    return trace.use_span(span, end_on_exit=False)
+
+
+def traceparent_for(span: Span, fallback: str | None) -> str | None:
+    """What a job published inside ``span`` carries: ``span`` itself when it is recorded (or
+    inherited a context), else ``fallback``."""
+    return _traceparent_of(span) or fallback
+
+
+def end_publish_span(span: Span, error: BaseException | None = None) -> None:
+    if error is not None and span.is_recording():
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    span.end()
+
+
 def start_job_span(job: ClaimedJob) -> Span:
-    """One INTERNAL span ``jobs.job.<type>`` per execution, linked to the enqueuing trace."""
-    origin = parse_traceparent(job.trace_context)
+    """One CONSUMER span ``jobs.job.<type>`` per execution, a child of the enqueue's span."""
     return _tracer.start_span(
         f"jobs.job.{job.type}",
-        kind=SpanKind.INTERNAL,
-        links=[Link(origin)] if origin is not None else None,
-        attributes={"job.id": job.id, "job.type": job.type, "job.attempt": job.attempt},
+        context=_context_of(job.trace_context),
+        kind=SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "execute",
+            "messaging.destination.name": job.type,
+            "messaging.message.id": job.id,
+            "job.id": job.id,
+            "job.type": job.type,
+            "job.attempt": job.attempt,
+        },
         record_exception=False,
         set_status_on_exception=False,
     )

@@ -2,8 +2,9 @@
 
 ``append`` writes through the session open in the caller's context, so the entry commits or
 rolls back with the business change; it never opens a transaction of its own. ``claim``,
-``mark_published``, ``release`` and ``prune`` are one statement each, its own transaction, run
-on driver connections of the store's own like the job store's hot path (``_database.connections``;
+``mark_published``, ``mark_published_many`` (a claimed batch), ``release`` and ``prune`` are
+one statement each, its own transaction, run on driver connections of the store's own like
+the job store's hot path (``_database.connections``;
 the statements are in ``sql/outbox_*.sql``). Their failures are ``jobs.errors`` types
 (``StoreUnavailableError``, ``StoreSchemaError``, ``DriverError``).
 
@@ -38,10 +39,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from loguru import logger
@@ -258,6 +260,14 @@ class SQLAlchemyOutboxStore:
         """Mark a leased entry published; False, writing nothing, if ``lease_token`` is stale."""
         return bool(await self._fetch("mark_published", id=entry_id, lease_token=lease_token))
 
+    async def mark_published_many(self, entries: Sequence[OutboxEntry]) -> list[str]:
+        """Mark leased entries published in one statement; the ids marked (an entry whose
+        lease token is stale is left as it is)."""
+        if not entries:
+            return []
+        pairs = json.dumps([[entry.id, entry.lease_token] for entry in entries])
+        return [row["id"] for row in await self._fetch("mark_published_many", entries=pairs)]
+
     async def release(self, entry_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
         """Make a leased entry claimable again after ``delay_ms``; False if the token is stale."""
         if delay_ms < 0:
@@ -275,6 +285,13 @@ class SQLAlchemyOutboxStore:
     async def prune(self, older_than_ms: int) -> int:
         """Delete entries published more than ``older_than_ms`` ago; how many were deleted."""
         return len(await self._fetch("prune", older_than_ms=older_than_ms))
+
+    async def oldest_unpublished_age_ms(self) -> int | None:
+        """How long the oldest unpublished entry has waited (ms, by the store's clock); None
+        when every entry is published. Read by the ``outbox.lag`` metric."""
+        rows = await self._fetch("oldest_unpublished_age")
+        age = rows[0]["age_ms"] if rows else None
+        return None if age is None else max(int(age), 0)
 
     async def wait_for_entries(self, timeout_ms: int) -> None:
         """Return after a commit that appended (here, or on PostgreSQL anywhere), or timeout.

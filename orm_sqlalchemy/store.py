@@ -45,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobs.clock import Clock, ManualClock
 from jobs.driver import LEASE_EXPIRED_ERROR, ClaimedJob, JobInfo, JobRequest, JobStateCounts
 from jobs.errors import DriverError
+from jobs.operations import OperationsNotImplemented
 from jobs.settings import Retention
 
 from ._database.batching import Coalescer
@@ -63,7 +64,7 @@ PRUNE_BATCH = 1_000
 """At most this many expired rows are deleted by one ``prune()``."""
 
 
-class SQLAlchemyJobStore:
+class SQLAlchemyJobStore(OperationsNotImplemented):
     """The JobDriver on SQLAlchemy: SQLite (aiosqlite) or PostgreSQL (asyncpg).
 
     ``url`` or ``engine`` (exactly one): a URL makes an engine the store owns; an engine is

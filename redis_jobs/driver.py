@@ -74,6 +74,7 @@ from jobs.driver import (
     JobStateCounts,
 )
 from jobs.errors import DriverError
+from jobs.operations import OperationsNotImplemented
 from jobs.payload import decode_payload
 from jobs.settings import Retention
 
@@ -97,7 +98,7 @@ SAFE_MEMORY_POLICY = "noeviction"
 """The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
-class RedisJobDriver:
+class RedisJobDriver(OperationsNotImplemented):
     """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
 
     def __init__(
@@ -135,6 +136,9 @@ class RedisJobDriver:
         self._closed = False
         self._policy_check: asyncio.Task[None] | None = None
 
+    def __repr__(self) -> str:
+        return f"RedisJobDriver({self._topology.describe()}, namespace {self.namespace!r})"
+
     @property
     def namespace(self) -> str:
         return self._keys.namespace
@@ -147,11 +151,32 @@ class RedisJobDriver:
 
     async def enqueue(self, job: JobRequest) -> str | None:
         self._check_open()
+        job_keys, job_args = self._enqueue_parts(job)
+        status = await self._scripts.per_job("enqueue", self._enqueue_shared(), job_keys, job_args)
+        return _enqueued(job, status)
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
+        """The batch in one round trip: one enqueue script per ``MAX_BATCH`` jobs, pipelined.
+
+        The script checks and stores the jobs one by one in order, so a key taken by an earlier
+        job of the batch drops the later one (None), as a live job's key does.
+        """
+        self._check_open()
+        if not jobs:
+            return []
+        parts = [self._enqueue_parts(job) for job in jobs]
+        statuses = await self._scripts.batch("enqueue", self._enqueue_shared(), parts)
+        return [_enqueued(job, status) for job, status in zip(jobs, statuses, strict=True)]
+
+    def _enqueue_shared(self) -> Shared:
         keys = self._keys
-        shared: Shared = (
+        return (
             [keys.counts, keys.job_prefix, keys.completed, keys.failed],
             [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
         )
+
+    def _enqueue_parts(self, job: JobRequest) -> tuple[list[str], list[ScriptArg]]:
+        keys = self._keys
         index = keys.index_prefix if job.key is None else keys.index(job.key)
         job_keys = [keys.job(job.id), keys.ready(job.type), keys.signal(job.type), index]
         flags = ("k" if job.key is not None else "") + (
@@ -170,15 +195,7 @@ class RedisJobDriver:
             job.key or "",
             job.trace_context or "",
         ]
-        status = await self._scripts.per_job("enqueue", shared, job_keys, job_args)
-        if status == -1:
-            raise DriverError(f"job id {job.id!r} already exists")
-        return job.id if status == 1 else None
-
-    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
-        """One enqueue per job, in order (the first of a repeated key wins): a stand-in until
-        the native one-call batch lands (issue 17)."""
-        return [await self.enqueue(job) for job in jobs]
+        return job_keys, job_args
 
     # -- consumer ------------------------------------------------------------------------------
 
@@ -260,7 +277,9 @@ class RedisJobDriver:
         keys = self._keys
         names = [keys.counts, keys.completed, keys.failed]
         reply = await self._scripts.call("counts", names, [self._now()])
-        return dict(zip(JOB_STATES, (int(value) for value in reply), strict=True))
+        counts = dict.fromkeys(JOB_STATES, 0)
+        counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
+        return counts
 
     # -- wake-up and close ---------------------------------------------------------------------
 
@@ -296,7 +315,7 @@ class RedisJobDriver:
             await _stop(wait)  # a BLPOP in flight ends here
         await self._scripts.drain()
         if self._owns_client:
-            await self._client.aclose()
+            await self._topology.close_client()
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -406,6 +425,12 @@ def _claimed(fields: list[Any]) -> ClaimedJob:
         key=None if key is False else key,
         trace_context=None if trace is False else trace,
     )
+
+
+def _enqueued(job: JobRequest, status: Any) -> str | None:
+    if status == -1:
+        raise DriverError(f"job id {job.id!r} already exists")
+    return job.id if status == 1 else None
 
 
 def _optional(value: int | None) -> ScriptArg:

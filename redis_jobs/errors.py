@@ -11,7 +11,8 @@ RedisJobsError (DriverError)
 Every "not ready, gone or full" condition is a ``StoreUnavailableError`` (the jobs package's), so
 a caller that retries on it rides through a restart or a failover: a lost connection or timeout,
 ``LOADING`` (a restart reading its data), ``BUSY`` (a script running past its time limit),
-``OOM``, ``READONLY`` (a demoted primary), ``MASTERDOWN``, ``CLUSTERDOWN``, ``TRYAGAIN`` and a
+``OOM``, ``READONLY`` (a demoted primary), ``UNBLOCKED`` (a BLPOP ended by a failover),
+``MASTERDOWN``, ``CLUSTERDOWN``, ``TRYAGAIN`` and a
 cluster whose slot map cannot be read. redis-py drops a connection that failed, so the next call
 gets a fresh one.
 """
@@ -27,7 +28,7 @@ from jobs.errors import DriverError, StoreUnavailableError
 
 REFUSAL_CODE = "JOBSCRIPT"
 """How a script's own refusal starts (raised before any write)."""
-UNAVAILABLE_CODES = ("BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "LOADING")
+UNAVAILABLE_CODES = ("BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "LOADING", "UNBLOCKED")
 """Error replies, by their first word, that say the server cannot serve the call right now."""
 
 
@@ -64,7 +65,13 @@ def translate(exc: BaseException) -> BaseException:
     """The jobs-package error for a Redis error (caused by it); other exceptions unchanged."""
     error: BaseException
     text = str(exc)
-    if isinstance(exc, redis_errors.ReadOnlyError):
+    if isinstance(exc, redis_errors.AskError):  # MOVED or ASK reached us: not a cluster client
+        error = RedisJobsError(
+            f"the server is a Redis Cluster node and the namespace's slot is served by another "
+            f"({text}); give the driver a redis.asyncio.RedisCluster client, or "
+            "url='redis+cluster://host:port'"
+        )
+    elif isinstance(exc, redis_errors.ReadOnlyError):
         error = RedisReplicaError(
             f"Redis refused a write: the server is a read-only replica ({text}); point the "
             "driver at the primary, or give it a Sentinel master_for(...) client or a "

@@ -163,6 +163,28 @@ class ScriptRunner:
         self._pending.setdefault(group, []).append(_Job(keys, args, future))
         return await future
 
+    async def batch(
+        self,
+        name: str,
+        shared: Shared,
+        jobs: Sequence[tuple[Sequence[str], Sequence[ScriptArg]]],
+        *,
+        durable: bool = True,
+    ) -> list[Any]:
+        """Run a batch script for ``jobs`` (keys, args) now, in one round trip; their results.
+
+        Up to ``MAX_BATCH`` jobs go in one EVALSHA, the EVALSHAs in one pipeline. A refused
+        job raises (the first refusal, after every job's result is in).
+        """
+        loop = asyncio.get_running_loop()
+        items = [_Job(keys, args, loop.create_future()) for keys, args in jobs]
+        await self._run(self._commands(name, shared[0], shared[1], durable, items))
+        errors = [job.future.exception() for job in items]
+        for error in errors:
+            if error is not None:
+                raise error
+        return [job.future.result() for job in items]
+
     async def drain(self) -> None:
         """Wait for the calls already queued or sent (before the client is closed)."""
         await asyncio.sleep(0)  # a flush scheduled in this tick sends its batch
@@ -173,14 +195,27 @@ class ScriptRunner:
         pending, self._pending = self._pending, {}
         commands: list[_Command] = []
         for (name, shared_keys, shared_args, durable), jobs in pending.items():
-            for start in range(0, len(jobs), MAX_BATCH):
-                chunk = jobs[start : start + MAX_BATCH]
-                keys = [*shared_keys, *(key for job in chunk for key in job.keys)]
-                args = [*shared_args, *(arg for job in chunk for arg in job.args)]
-                commands.append(_Command(self._scripts[name], keys, args, durable, jobs=chunk))
+            commands += self._commands(name, shared_keys, shared_args, durable, jobs)
         task = asyncio.get_running_loop().create_task(self._run(commands), name="redis-jobs-calls")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
+
+    def _commands(
+        self,
+        name: str,
+        shared_keys: Sequence[str],
+        shared_args: Sequence[ScriptArg],
+        durable: bool,
+        jobs: list[_Job],
+    ) -> list[_Command]:
+        """The EVALSHAs of a batch script for ``jobs``, ``MAX_BATCH`` a call."""
+        commands = []
+        for start in range(0, len(jobs), MAX_BATCH):
+            chunk = jobs[start : start + MAX_BATCH]
+            keys = [*shared_keys, *(key for job in chunk for key in job.keys)]
+            args = [*shared_args, *(arg for job in chunk for arg in job.args)]
+            commands.append(_Command(self._scripts[name], keys, args, durable, jobs=chunk))
+        return commands
 
     async def _run(self, commands: list[_Command], *, reload: bool = True) -> None:
         """Send ``commands`` in one round trip and settle each; reload lost scripts once."""

@@ -11,9 +11,10 @@ driver needs to know of the topology around it:
   WAIT has no key, so it is sent to the slot's node explicitly, in the same node pipeline);
 - the client's encoding and socket timeout.
 
-``client_from_url`` makes the client for ``url=``: ``redis://``, ``rediss://``, ``unix://``, and
-``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`` (``rediss+sentinel``
-for TLS to the servers), each with a few quick retries of a command on a dropped connection.
+``client_from_url`` makes the client for ``url=``: ``redis://``, ``rediss://``, ``unix://``;
+``redis+cluster://host:port`` (any node: a ``RedisCluster`` discovers the rest); and
+``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`` (``rediss+...``
+for TLS), each with a few quick retries of a command on a dropped connection.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ RedisClient = Redis | RedisCluster
 OWNED_CLIENT_RETRIES = 3
 """Retries of a command on a dropped connection, 20, 40, 80 ms apart, by a client made from url."""
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 
 class Topology:
@@ -61,6 +63,7 @@ class Topology:
             settings = pool.connection_kwargs
         self.socket_timeout: float | None = settings.get("socket_timeout")
         self._address = _address(settings)
+        self._db = settings.get("db", 0)
         self._namespace = keys.namespace
         self._seen: str | None = None
 
@@ -78,6 +81,16 @@ class Topology:
             return None if address is None else f"{address[0]}:{address[1]}"
         return self._address
 
+    def describe(self) -> str:
+        """Where the client points, for messages: ``host:port db N``, Sentinel or Cluster."""
+        if isinstance(self.client, RedisCluster):
+            node = self.client.get_default_node()
+            return f"Redis Cluster via {node.name if node is not None else 'its startup nodes'}"
+        if isinstance(self.client.connection_pool, SentinelConnectionPool):
+            service = self.client.connection_pool.service_name
+            return f"Sentinel service {service!r} (primary {self.where() or 'not yet found'})"
+        return f"{self._address or '?'} db {self._db}"
+
     def observe(self) -> None:
         """After a call that went through: log one line if the namespace's primary moved."""
         now = self.where()
@@ -93,6 +106,15 @@ class Topology:
             )
         self._seen = now
 
+    async def close_client(self) -> None:
+        """Close the client (one the driver owns), and for Sentinel the sentinels' clients."""
+        await self.client.aclose()
+        if isinstance(self.client, Redis):
+            pool = self.client.connection_pool
+            if isinstance(pool, SentinelConnectionPool):
+                for sentinel in pool.sentinel_manager.sentinels:
+                    await sentinel.aclose()
+
     def node_options(self) -> dict[str, Any]:
         """Options that aim a keyless command (WAIT, CONFIG) at the namespace's node."""
         if isinstance(self.client, RedisCluster):
@@ -102,9 +124,12 @@ class Topology:
 
 def client_from_url(url: str) -> Redis | RedisCluster:
     """A client for ``url`` (see the module docstring), with retries on dropped connections."""
-    scheme = urlsplit(url).scheme
+    scheme, _, rest = url.partition("://")
     if scheme in SENTINEL_SCHEMES:
         return _sentinel_client(url)
+    if scheme in CLUSTER_SCHEMES:
+        base = scheme.removesuffix("+cluster")
+        return RedisCluster.from_url(f"{base}://{rest}", retry=owned_retry())
     return Redis.from_url(url, retry=owned_retry())
 
 
@@ -130,15 +155,12 @@ def _sentinel_client(url: str) -> Redis:
     hosts = netloc[-1]
     path = [unquote(segment) for segment in parts.path.split("/") if segment]
     if not hosts or not path or len(path) > 2:
-        raise ValueError(
-            f"a Sentinel url reads redis+sentinel://[user:password@]host:port[,host:port...]"
-            f"/service_name[/db], got {url!r}"
-        )
+        raise _malformed(url, "it names no sentinel or no service")
     sentinels = []
     for host in hosts.split(","):
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit():
-            raise ValueError(f"a Sentinel address reads host:port, got {host!r} in {url!r}")
+            raise _malformed(url, f"{host!r} is not host:port")
         sentinels.append((name.strip("[]"), int(port)))
     options: dict[str, Any] = {"retry": owned_retry()}
     if credentials:
@@ -149,13 +171,20 @@ def _sentinel_client(url: str) -> Redis:
             options["password"] = unquote(password)
     if len(path) == 2:
         if not path[1].isdigit():
-            raise ValueError(f"the db of a Sentinel url is a number, got {path[1]!r} in {url!r}")
+            raise _malformed(url, f"the db {path[1]!r} is not a number")
         options["db"] = int(path[1])
     if parts.scheme == "rediss+sentinel":
         options["ssl"] = True
     sentinel = Sentinel(sentinels, **options)  # type: ignore[no-untyped-call]
     client: Redis = sentinel.master_for(path[0])
     return client
+
+
+def _malformed(url: str, why: str) -> ValueError:
+    return ValueError(
+        f"malformed Sentinel url {url!r} ({why}): it reads "
+        "redis+sentinel://[user:password@]host:port[,host:port...]/service_name[/db]"
+    )
 
 
 def _address(settings: dict[str, Any]) -> str | None:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 from loguru import logger
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -36,6 +38,23 @@ def span_exporter() -> Iterator[InMemorySpanExporter]:
     _EXPORTER.clear()
     yield _EXPORTER
     _EXPORTER.clear()
+
+
+_METRIC_READER = InMemoryMetricReader()
+_METER_PROVIDER: MeterProvider | None = None
+
+
+@pytest.fixture
+def metric_reader() -> InMemoryMetricReader:
+    """The SDK's in-memory reader, on a meter provider installed once per process.
+
+    Sums are cumulative over the process: tests use job types of their own.
+    """
+    global _METER_PROVIDER
+    if _METER_PROVIDER is None:
+        _METER_PROVIDER = MeterProvider(metric_readers=[_METRIC_READER])
+        metrics.set_meter_provider(_METER_PROVIDER)
+    return _METRIC_READER
 
 
 @pytest.fixture(params=STORE_KINDS)

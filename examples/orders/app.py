@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from framework import configuration, entry
@@ -93,3 +95,11 @@ def orders_configuration(
             return NIGHTLY_REPORT
 
     return OrdersConfiguration
+
+
+OrdersApp = orders_configuration(
+    os.environ.get("ORDERS_DATABASE_URL", "sqlite+aiosqlite:///orders.db"),
+    os.environ.get("JOBS_REDIS_URL"),
+)
+"""The example as an APP for ``neverlost worker examples.orders.app:OrdersApp`` (the database
+from ``ORDERS_DATABASE_URL``, jobs on Redis when ``JOBS_REDIS_URL`` is set)."""

@@ -9,52 +9,33 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Collection
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
-from jobs.clock import ManualClock
-from jobs.driver import JOB_STATES, LEASE_EXPIRED_ERROR, ClaimedJob, JobDriver
+from jobs.driver import JOB_STATES, LEASE_EXPIRED_ERROR, JobDriver
 from jobs.queue import JobQueue
 from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
 
 from .conformance_batches import BatchConformance
+from .dashboard_cases import DashboardConformance
+from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
+from .operations import OperationsConformance
 from .requests import new_request
 
-LEASE_MS = 30_000
-ALL = ("t",)
+__all__ = [
+    "ALL",
+    "LEASE_MS",
+    "DriverConformance",
+    "DriverHarness",
+    "claim_one",
+    "enqueue",
+    "new_request",
+]
 
 
-class DriverHarness(Protocol):
-    """Opens drivers on one store; every driver it opens reads ``clock``."""
-
-    clock: ManualClock
-
-    async def driver(
-        self, *, retain_completed_ms: int | None = None, retain_failed_ms: int | None = None
-    ) -> JobDriver:
-        """A driver on the harness's store (a new client where the store allows several).
-
-        The harness closes every driver it opened, and cleans the store, at teardown.
-        """
-        ...
-
-
-async def enqueue(driver: JobDriver, job_type: str = "t", **fields: Any) -> str:
-    job_id = await driver.enqueue(new_request(job_type, **fields))
-    assert job_id is not None
-    return job_id
-
-
-async def claim_one(driver: JobDriver, types: Collection[str] = ALL) -> ClaimedJob:
-    claimed = await driver.claim(1, LEASE_MS, types)
-    assert len(claimed) == 1, f"expected one claimable job, got {claimed}"
-    return claimed[0]
-
-
-class DriverConformance(BatchConformance):
+class DriverConformance(BatchConformance, OperationsConformance, DashboardConformance):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
     # -- enqueue and inspect -------------------------------------------------------------------
@@ -83,7 +64,13 @@ class DriverConformance(BatchConformance):
         done, failed, active = await driver.claim(3, LEASE_MS, ALL)
         assert await driver.complete(done.id, done.lease_token)
         assert await driver.fail(failed.id, failed.lease_token, error="boom")
-        assert await driver.counts() == {"pending": 1, "active": 1, "completed": 1, "failed": 1}
+        assert await driver.counts() == {
+            "pending": 1,
+            "active": 1,
+            "completed": 1,
+            "failed": 1,
+            "cancelled": 0,
+        }
         assert active.id not in (done.id, failed.id)
 
     # -- claim ---------------------------------------------------------------------------------
@@ -131,9 +118,7 @@ class DriverConformance(BatchConformance):
         claimed = await driver.claim(3, LEASE_MS, ALL)
         assert [job.id for job in claimed] == [early, middle, late]
 
-    async def test_a_delayed_job_waits_until_it_is_due(
-        self, driver_harness: DriverHarness
-    ) -> None:
+    async def test_a_delayed_job_waits_until_it_is_due(self, driver_harness: DriverHarness) -> None:
         driver = await driver_harness.driver()
         clock = driver_harness.clock
         delayed = await enqueue(driver, delay_ms=5_000)
@@ -264,7 +249,7 @@ class DriverConformance(BatchConformance):
         clock = driver_harness.clock
         job_id = await enqueue(driver)
         job = await claim_one(driver)
-        error = "ValueError: bad input\n  File \"handler.py\", line 3"
+        error = 'ValueError: bad input\n  File "handler.py", line 3'
         assert await driver.retry(job_id, job.lease_token, delay_ms=2_000, error=error)
         info = await driver.get_job(job_id)
         assert info is not None
@@ -435,7 +420,13 @@ class DriverConformance(BatchConformance):
         queued, dropped = await race()
         assert [key for key, _ in queued] == [first_key]
         assert dropped == [first_key] * 4
-        assert await drivers[0].counts() == {"pending": 1, "active": 0, "completed": 0, "failed": 0}
+        assert await drivers[0].counts() == {
+            "pending": 1,
+            "active": 0,
+            "completed": 0,
+            "failed": 0,
+            "cancelled": 0,
+        }
         info = await drivers[1].get_job(queued[0][1])
         assert info is not None
         assert (info.type, info.key, info.state) == ("t", first_key, "pending")
@@ -457,6 +448,7 @@ class DriverConformance(BatchConformance):
             "active": 0,
             "completed": 1,
             "failed": 0,
+            "cancelled": 0,
         }
 
     # -- data ----------------------------------------------------------------------------------
@@ -516,9 +508,7 @@ class DriverConformance(BatchConformance):
             "k" * 255,
         ],
     )
-    async def test_types_and_keys_are_data(
-        self, driver_harness: DriverHarness, name: str
-    ) -> None:
+    async def test_types_and_keys_are_data(self, driver_harness: DriverHarness, name: str) -> None:
         driver = await driver_harness.driver()
         bystander = await enqueue(driver, "ab", key="a-key")
         job_id = await enqueue(driver, name, key=name)
@@ -586,4 +576,3 @@ class DriverConformance(BatchConformance):
         await enqueue(driver)
         await driver.close()
         await driver.close()
-

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import JobDriver, JobQueue
+from jobs import LEASE_EXPIRED_ERROR, JobDriver, JobQueue
 from tests.processes.conftest import SpawnWorker, read_ledger
 from tests.stores import StoreTarget
 from tests.support import wait_until
@@ -42,6 +42,42 @@ async def test_a_job_of_a_killed_worker_is_reclaimed_after_its_lease(
             ("start", 2, second.pid),
             ("end", 2, second.pid),
         ]
+        assert await second.stop() == 0
+    finally:
+        await driver.close()
+
+
+REPORTS_RECLAIMED: set[str] = set()
+"""Stores whose driver sets ClaimedJob.reclaimed (the operations SPI, issue 10); the driver's
+engineer adds its kind here when it does."""
+
+
+async def test_the_handlers_max_attempts_governs_a_job_a_producer_enqueued_without_it(
+    store_target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path
+) -> None:
+    """This process has no handler for ledger.once, so it stores the default 3 attempts; the
+    worker's handler allows 1. A worker killed on that attempt: the next one fails the job
+    with the lease-expired error and does not run it again."""
+    if store_target.kind not in REPORTS_RECLAIMED:
+        pytest.skip("ClaimedJob.reclaimed not yet implemented on this driver (issue 10)")
+    ledger = tmp_path / "ledger.jsonl"
+    driver = store_target.open()
+    try:
+        job_id = await JobQueue(driver).enqueue("ledger.once", {})
+        assert job_id is not None
+        assert (await state(driver, job_id))[:2] == ("pending", 0)
+        first = await spawn_worker(store_target, ledger, lease_ms=1_000)
+        await wait_until(lambda: len(read_ledger(ledger)) == 1, timeout=15, message="attempt 1")
+        first.kill()
+        await first.process.wait()
+        second = await spawn_worker(store_target, ledger, lease_ms=1_000)
+
+        async def finished() -> bool:
+            return (await state(driver, job_id))[0] in ("failed", "completed")
+
+        await wait_until(finished, timeout=20, message="the reclaim settled")
+        assert await state(driver, job_id) == ("failed", 2, LEASE_EXPIRED_ERROR)
+        assert [(e["event"], e["attempt"]) for e in read_ledger(ledger)] == [("start", 1)]
         assert await second.stop() == 0
     finally:
         await driver.close()

@@ -9,6 +9,8 @@ Job types:
 - ``ledger.block``  first attempt blocks until the process is killed; later ones return.
 - ``ledger.stale``  first attempt blocks the event loop ``payload["block_ms"]`` (no heartbeats
   can run), then raises; later ones return.
+- ``ledger.once``   max_attempts=1; the first attempt blocks until the process is killed,
+  later ones (which should never run) return.
 """
 
 from __future__ import annotations
@@ -55,6 +57,13 @@ class LedgerWorker:
 
     @job_handler("ledger.block", max_attempts=5)
     async def block(self, payload: Any, ctx: JobContext) -> None:
+        self.ledger.write("start", ctx)
+        if ctx.attempt == 1:
+            await asyncio.Event().wait()
+        self.ledger.write("end", ctx)
+
+    @job_handler("ledger.once", max_attempts=1)
+    async def once(self, payload: Any, ctx: JobContext) -> None:
         self.ledger.write("start", ctx)
         if ctx.attempt == 1:
             await asyncio.Event().wait()

@@ -30,6 +30,13 @@ UPDATE {table} SET published_at = {now}
 WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
 RETURNING 1;
 
+-- name: mark_published_many
+-- :entries is a JSON array of [id, lease_token] pairs, one per entry of a claimed batch.
+UPDATE {table} AS e SET published_at = {now}
+FROM jsonb_array_elements(CAST(:entries AS jsonb)) AS m(pair)
+WHERE e.id = m.pair ->> 0 AND e.lease_token = m.pair ->> 1 AND e.published_at IS NULL
+RETURNING e.id;
+
 -- name: release
 UPDATE {table} SET
     available_at = {now} + CAST(:delay_ms AS bigint), lease_token = NULL,
@@ -41,3 +48,7 @@ RETURNING 1;
 DELETE FROM {table}
 WHERE published_at IS NOT NULL AND published_at < {now} - CAST(:older_than_ms AS bigint)
 RETURNING 1;
+
+-- name: oldest_unpublished_age
+-- The outbox.lag metric: NULL when every entry is published.
+SELECT {now} - MIN(created_at) AS age_ms FROM {table} WHERE published_at IS NULL;

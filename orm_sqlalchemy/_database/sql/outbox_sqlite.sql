@@ -27,6 +27,15 @@ UPDATE {table} SET published_at = {now}
 WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
 RETURNING 1;
 
+-- name: mark_published_many
+-- :entries is a JSON array of [id, lease_token] pairs, one per entry of a claimed batch.
+UPDATE {table} SET published_at = {now}
+WHERE published_at IS NULL
+    AND (id, lease_token) IN (
+        SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:entries)
+    )
+RETURNING id;
+
 -- name: release
 UPDATE {table} SET available_at = {now} + :delay_ms, lease_token = NULL, last_error = :error
 WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
@@ -36,3 +45,7 @@ RETURNING 1;
 DELETE FROM {table}
 WHERE published_at IS NOT NULL AND published_at < {now} - :older_than_ms
 RETURNING 1;
+
+-- name: oldest_unpublished_age
+-- The outbox.lag metric: NULL when every entry is published.
+SELECT {now} - MIN(created_at) AS age_ms FROM {table} WHERE published_at IS NULL;

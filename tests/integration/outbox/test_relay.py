@@ -19,9 +19,10 @@ from jobs import (
     OutboxEntry,
     OutboxRelay,
 )
+from jobs.errors import StoreUnavailableError
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
-from tests.support import wait_until
+from tests.support import captured_logs, wait_until
 
 LEASE_MS = 30_000
 
@@ -153,13 +154,59 @@ async def test_a_failed_publish_is_retried_after_a_backoff(app: App) -> None:
             await JobOutboxPublisher(app.queue).publish(entry)
 
     relay = OutboxRelay(app.outbox, Flaky(), backoff=lambda attempt: 5_000)
-    assert await relay.relay_once() == 1
+    with captured_logs("WARNING") as logs:
+        assert await relay.relay_once() == 1
+    (warning,) = logs
+    assert warning["message"].startswith(
+        "publishing outbox entries failed: ConnectionError: queue unreachable; entry "
+    )
+    assert warning["message"].endswith("(order.placed) is retried in 5000 ms")
     assert relay.stats == {"published": 0, "failed": 1}
     assert await relay.relay_once() == 0  # not before its backoff
     app.outbox_clock.advance(5_000)
     assert await relay.relay_once() == 1
     assert relay.stats == {"published": 1, "failed": 1}
     assert await app.job_count() == 1
+
+
+async def test_a_failing_store_is_explained_once_and_its_recovery_said(app: App) -> None:
+    class DownTwice:
+        """The app's outbox store, whose first two claims fail as an outage would."""
+
+        failures = 2
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(app.outbox, name)
+
+        async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:
+            if self.failures:
+                self.failures -= 1
+                raise StoreUnavailableError("the database is down")
+            return await app.outbox.claim(limit, lease_ms)
+
+    await app.place_order("after the outage")
+    relay = OutboxRelay(
+        DownTwice(), JobOutboxPublisher(app.queue), backoff=lambda n: 10 * n, poll_interval_ms=50
+    )
+    with captured_logs("INFO") as logs:
+        relay.start()
+        await wait_until(lambda: relay.stats["published"] == 1, message="published after it")
+        await relay.close()
+    said = [(log["level"], log["message"]) for log in logs]
+    assert said[:2] == [
+        (
+            "ERROR",
+            "relaying outbox entries failed: StoreUnavailableError: the database is down; "
+            "retrying in 10 ms",
+        ),
+        (
+            "ERROR",
+            "relaying outbox entries failed (2 in a row): StoreUnavailableError: the "
+            "database is down; retrying in 20 ms",
+        ),
+    ]
+    assert said[2][0] == "INFO"
+    assert said[2][1].startswith("relaying outbox entries works again after 2 failures (")
 
 
 @pytest.mark.postgres

@@ -9,12 +9,31 @@ from __future__ import annotations
 
 import socket
 import uuid
+from collections.abc import Callable
+from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from jobs.clock import Clock, ManualClock
 from redis_jobs import Keys, RedisJobDriver, delete_namespace
+from redis_jobs.topology import RedisClient
 from tests.stores import REDIS_URL
+
+Connect = Callable[..., RedisClient]
+"""Makes a client: ``connect(client_name=...)``; by default one of the shared server."""
+
+
+def shared_server(**options: Any) -> Redis:
+    return Redis.from_url(REDIS_URL, **options)
+
+
+def cluster_at(url: str) -> Connect:
+    """A Connect for the Redis Cluster one of whose nodes is at ``url``."""
+
+    def connect(**options: Any) -> RedisCluster:
+        return RedisCluster.from_url(url, **options)
+
+    return connect
 
 
 def closed_port() -> int:
@@ -56,16 +75,17 @@ async def blocked_in_blpop(client: Redis, name: str) -> int:
 class RedisHarness:
     """Drivers on one fresh namespace, each on its own client; cleans up at ``cleanup()``."""
 
-    def __init__(self, namespace: str | None = None) -> None:
+    def __init__(self, namespace: str | None = None, *, connect: Connect = shared_server) -> None:
+        self.connect = connect
         self.clock = ManualClock()
         self.namespace = namespace or unique_namespace()
         self.namespaces = {self.namespace}
-        self._clients: list[Redis] = []
+        self._clients: list[RedisClient] = []
         self._drivers: list[RedisJobDriver] = []
 
-    def client(self, name: str | None = None) -> Redis:
+    def client(self, name: str | None = None) -> RedisClient:
         """A new client (named ``name`` on the server, when given); closed at cleanup."""
-        client = Redis.from_url(REDIS_URL, client_name=name)
+        client = self.connect(client_name=name)
         self._clients.append(client)
         return client
 
@@ -80,7 +100,7 @@ class RedisHarness:
         self,
         *,
         namespace: str | None = None,
-        client: Redis | None = None,
+        client: RedisClient | None = None,
         clock: Clock | bool | None = True,
         retain_completed_ms: int | None = None,
         retain_failed_ms: int | None = None,
@@ -101,7 +121,7 @@ class RedisHarness:
     async def cleanup(self) -> None:
         for driver in self._drivers:
             await driver.close()
-        admin = Redis.from_url(REDIS_URL)
+        admin = self.connect()
         try:
             for namespace in self.namespaces:
                 await delete_namespace(admin, namespace)

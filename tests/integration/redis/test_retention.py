@@ -123,4 +123,10 @@ async def test_a_job_whose_record_vanished_is_dropped_by_claim(
     await admin.delete(driver.keys.job(gone))  # as an eviction or a careless DEL would
     assert [job.id for job in await driver.claim(10, LEASE_MS, ["t"])] == [kept]
     assert await admin.zscore(driver.keys.ready("t"), gone) is None
-    assert await driver.counts() == {"pending": 0, "active": 1, "completed": 0, "failed": 0}
+    assert await driver.counts() == {
+        "pending": 0,
+        "active": 1,
+        "completed": 0,
+        "failed": 0,
+        "cancelled": 0,
+    }

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import AbstractConnection
 
 from jobs.testing import new_request
 from redis_jobs import Keys, RedisJobDriver, RedisScriptError
-from redis_jobs.scripts import SCRIPT_NAMES, SOURCES, ScriptRunner
+from redis_jobs.scripts import MAX_BATCH, SCRIPT_NAMES, SOURCES, ScriptRunner
 from redis_jobs.topology import Topology
 
 from .harness import RedisHarness
@@ -156,3 +157,25 @@ async def test_concurrent_enqueues_share_one_call(
     assert sum(word(command[0]).upper() == "EVALSHA" for command in sent) == 1
     assert sum(result is not None for result in results) == 5
     assert (await driver.counts())["pending"] == 5
+
+
+async def test_a_batch_is_one_script_call_per_max_batch_jobs_in_one_pipeline(
+    harness: RedisHarness, sent: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    driver = harness.redis_driver()
+    executes = 0
+    execute = Pipeline.execute
+
+    async def counted(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        nonlocal executes
+        executes += 1
+        return await execute(self, raise_on_error)
+
+    monkeypatch.setattr(Pipeline, "execute", counted)
+    requests = [new_request(key=f"k{n % 400}") for n in range(2 * MAX_BATCH + 50)]
+    del sent[:]
+    results = await driver.enqueue_many(requests)
+    assert sum(word(command[0]).upper() == "EVALSHA" for command in sent) == 3
+    assert executes == 1
+    assert results == [r.id if n < 400 else None for n, r in enumerate(requests)]
+    assert (await driver.counts())["pending"] == 400

@@ -61,7 +61,13 @@ async def test_three_processes_queue_and_run_an_occurrence_once(
         ran = await driver.get_job(queued[key(0)][0])
         assert ran is not None
         assert (ran.key, ran.state) == (key(0), "completed")
-        assert await driver.counts() == {"pending": 1, "active": 0, "completed": 1, "failed": 0}
+        assert await driver.counts() == {
+            "pending": 1,
+            "active": 0,
+            "completed": 1,
+            "failed": 0,
+            "cancelled": 0,
+        }
         queue = JobQueue(driver)
         assert await queue.enqueue(JOB_TYPE, key=key(0)) is None
         assert await queue.enqueue(JOB_TYPE, key=key(1)) is None

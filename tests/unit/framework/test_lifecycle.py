@@ -10,6 +10,7 @@ from framework import (
     LifecycleError,
     configuration,
     entry,
+    start_lifecycles,
 )
 
 
@@ -131,6 +132,18 @@ async def test_manually_started_bean_is_stopped_at_close() -> None:
     recorder.events.clear()
     await context.close()
     assert recorder.events[:4] == ["stop relay", "stop runner", "stop manual", "stop registry"]
+
+
+async def test_run_without_start_leaves_the_choice_of_lifecycles_to_the_caller() -> None:
+    context = await ApplicationBuilder([PhasedConfig]).run(start=False)
+    recorder = context.get_value("recorder")
+    assert recorder.events == []
+    await start_lifecycles(context, lambda name, bean: name in ("manual", "registry"))
+    assert recorder.events == ["start registry", "start manual"]
+    assert not context.get_value("runner").is_running
+    recorder.events.clear()
+    await context.close()
+    assert recorder.events[:2] == ["stop manual", "stop registry"]
 
 
 STARTED: list[Recorder] = []

@@ -105,7 +105,13 @@ async def test_five_schedulers_asking_at_once_store_one_job(
     reports = await asyncio.gather(*(s.run_pass() for s in schedulers))
     assert sum(len(r.queued) for r in reports) == 1
     assert sum(len(r.dropped) for r in reports) == 4
-    assert await driver.counts() == {"pending": 1, "active": 0, "completed": 0, "failed": 0}
+    assert await driver.counts() == {
+        "pending": 1,
+        "active": 0,
+        "completed": 0,
+        "failed": 0,
+        "cancelled": 0,
+    }
 
 
 async def test_a_repeat_within_the_catch_up_window_is_dropped_even_with_no_retention(
@@ -238,16 +244,34 @@ async def test_a_failing_store_is_logged_and_retried(clock: ManualClock) -> None
     async def stored() -> bool:
         return (await driver.counts())["pending"] == 1
 
-    with captured_logs("ERROR") as logs:
+    with captured_logs("INFO") as logs:
         running.start()
         await wait_until(stored)
     assert [request.key for request in driver.requests[:3]] == [
         "report.nightly:2026-10-16T03:00:00Z"
     ] * 3
-    assert [log["message"] for log in logs] == [
-        "schedule report.nightly: enqueuing report.nightly:2026-10-16T03:00:00Z failed; "
-        "the next pass retries"
-    ] * 2
+    said = [(log["level"], log["message"]) for log in logs if "report.nightly:" in log["message"]]
+    assert said[:3] == [
+        (
+            "ERROR",
+            "queuing scheduled jobs failed: StoreUnavailableError: connection refused; "
+            "report.nightly:2026-10-16T03:00:00Z is left to the next pass",
+        ),
+        (
+            "ERROR",
+            "queuing scheduled jobs failed (2 in a row): StoreUnavailableError: connection "
+            "refused; report.nightly:2026-10-16T03:00:00Z is left to the next pass",
+        ),
+        (
+            "INFO",
+            "schedule report.nightly: queued report.nightly:2026-10-16T03:00:00Z as job "
+            + driver.requests[2].id,
+        ),
+    ]
+    assert any(
+        log["message"].startswith("queuing scheduled jobs works again after 2 failures")
+        for log in logs
+    )
     assert running.is_running
     await running.close()
     assert not running.is_running
@@ -304,7 +328,9 @@ async def test_the_loop_survives_an_unexpected_error(driver: RecordingDriver) ->
             return (await driver.counts())["pending"] == 1
 
         await wait_until(stored)
-    assert logs[0]["message"] == "job scheduler pass failed"
+    assert logs[0]["message"] == (
+        "job scheduler pass failed: RuntimeError: clock exploded; retrying in 10 ms"
+    )
     assert running.is_running
     await running.close()
 

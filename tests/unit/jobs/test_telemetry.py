@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from jobs import InProcessJobDriver, JobHandlerRegistry, JobQueue, JobRunner
+from jobs import InProcessJobDriver, JobHandlerRegistry, JobQueue, JobRunner, NewJob
+from jobs.errors import PayloadError
 from jobs.telemetry import current_traceparent, parse_traceparent
 from tests.support import wait_until
 
@@ -44,7 +46,7 @@ def job_spans(exporter: InMemorySpanExporter) -> list[Any]:
     return [span for span in exporter.get_finished_spans() if span.name.startswith("jobs.job.")]
 
 
-async def test_one_internal_span_per_execution_with_its_attributes(
+async def test_one_consumer_span_per_execution_with_its_attributes(
     span_exporter: InMemorySpanExporter,
 ) -> None:
     async def works(payload: Any) -> None: ...
@@ -52,8 +54,12 @@ async def test_one_internal_span_per_execution_with_its_attributes(
     _, (job_id,) = await run_jobs(works)
     (span,) = job_spans(span_exporter)
     assert span.name == "jobs.job.report.build"
-    assert span.kind == SpanKind.INTERNAL
+    assert span.kind == SpanKind.CONSUMER
     attributes = dict(span.attributes)
+    assert attributes["messaging.system"] == "neverlost"
+    assert attributes["messaging.operation.type"] == "process"
+    assert attributes["messaging.destination.name"] == "report.build"
+    assert attributes["messaging.message.id"] == job_id
     assert attributes["job.id"] == job_id
     assert attributes["job.type"] == "report.build"
     assert attributes["job.attempt"] == 1
@@ -77,25 +83,84 @@ async def test_a_failed_execution_records_the_error(span_exporter: InMemorySpanE
     assert event.attributes["exception.type"] == "RuntimeError"
 
 
-async def test_the_execution_span_links_to_the_request_that_enqueued(
+def named(exporter: InMemorySpanExporter, name: str) -> Any:
+    (span,) = [span for span in exporter.get_finished_spans() if span.name == name]
+    return span
+
+
+async def test_the_execution_is_in_the_trace_of_the_request_that_enqueued(
     span_exporter: InMemorySpanExporter,
 ) -> None:
     async def works(payload: Any) -> None: ...
 
-    await run_jobs(works, in_request=True)
-    request = next(s for s in span_exporter.get_finished_spans() if s.name == "POST /reports")
-    (span,) = job_spans(span_exporter)
-    (link,) = span.links
-    assert link.context.trace_id == request.context.trace_id
-    assert link.context.span_id == request.context.span_id
+    _, (job_id,) = await run_jobs(works, in_request=True)
+    request = named(span_exporter, "POST /reports")
+    enqueue = named(span_exporter, "jobs.enqueue report.build")
+    (execution,) = job_spans(span_exporter)
+    assert enqueue.kind == SpanKind.PRODUCER
+    assert enqueue.parent.span_id == request.context.span_id
+    assert execution.parent.span_id == enqueue.context.span_id
+    assert {request.context.trace_id, enqueue.context.trace_id, execution.context.trace_id} == {
+        request.context.trace_id
+    }
+    assert dict(enqueue.attributes) == {
+        "messaging.system": "neverlost",
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "enqueue",
+        "messaging.destination.name": "report.build",
+        "messaging.message.id": job_id,
+        "job.type": "report.build",
+        "job.id": job_id,
+    }
 
 
-async def test_without_a_trace_there_is_no_link(span_exporter: InMemorySpanExporter) -> None:
+async def test_without_a_request_the_trace_begins_at_the_enqueue(
+    span_exporter: InMemorySpanExporter,
+) -> None:
     async def works(payload: Any) -> None: ...
 
     await run_jobs(works)
-    (span,) = job_spans(span_exporter)
-    assert not span.links
+    enqueue = named(span_exporter, "jobs.enqueue report.build")
+    (execution,) = job_spans(span_exporter)
+    assert enqueue.parent is None
+    assert execution.parent.span_id == enqueue.context.span_id
+
+
+async def test_a_dropped_enqueue_says_its_key_was_taken(
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    queue = JobQueue(InProcessJobDriver())
+    assert await queue.enqueue("t", key="k") is not None
+    assert await queue.enqueue("t", key="k") is None
+    first, second = [s for s in span_exporter.get_finished_spans() if s.name == "jobs.enqueue t"]
+    assert "job.key_taken" not in first.attributes
+    assert second.attributes["job.key_taken"] is True
+
+
+async def test_a_refused_enqueue_records_its_error(span_exporter: InMemorySpanExporter) -> None:
+    queue = JobQueue(InProcessJobDriver())
+    with pytest.raises(PayloadError):
+        await queue.enqueue("t", {"when": {1, 2}})
+    span = named(span_exporter, "jobs.enqueue t")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.events[0].attributes["exception.type"] == "jobs.errors.PayloadError"
+
+
+async def test_a_batch_is_one_producer_span_linked_to_the_contexts_its_jobs_carry(
+    span_exporter: InMemorySpanExporter,
+) -> None:
+    queue = JobQueue(InProcessJobDriver())
+    with trace.get_tracer("test").start_as_current_span("POST /orders") as request:
+        origin = current_traceparent()
+    ids = await queue.enqueue_many([NewJob(type="t", trace_context=origin), NewJob(type="t")])
+    span = named(span_exporter, "jobs.enqueue t")
+    assert span.kind == SpanKind.PRODUCER
+    assert span.attributes["messaging.batch.message_count"] == 2
+    (link,) = span.links
+    assert link.context.span_id == request.get_span_context().span_id
+    carried = [(await queue.driver.claim(1, 1_000, ["t"]))[0].trace_context for _ in ids]
+    assert carried[0] == origin
+    assert parse_traceparent(carried[1]).span_id == span.context.span_id  # type: ignore[union-attr]
 
 
 def test_traceparent_round_trip(span_exporter: InMemorySpanExporter) -> None:

@@ -1,0 +1,5 @@
+"""``python -m jobs``: the ``neverlost`` command line."""
+
+from jobs.cli import main
+
+main()

@@ -1,0 +1,87 @@
+"""Output: ``--json`` for scripts (one JSON document on stdout), rich tables for people."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+MIN_WIDTH = {"id": 32}
+"""A job id is never folded (a cut id cannot be copied); the other columns fold instead."""
+
+PIPE_WIDTH = 160
+"""The width of tables written to a pipe or a file (no terminal to fit; COLUMNS overrides)."""
+
+
+def json_option(command: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
+
+
+def plain(value: Any) -> Any:
+    """``value`` made of JSON types: dataclasses as objects, datetimes as ISO 8601 (UTC)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain(v) for v in value]
+    return value
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(plain(value), indent=2, ensure_ascii=False))
+
+
+def console() -> Console:
+    """A console on stdout; no colour codes and PIPE_WIDTH columns when it is not a terminal."""
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = PIPE_WIDTH
+    return out
+
+
+def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
+    """A table whose cells are shown as text (numbers right-aligned)."""
+    cells = [list(row) for row in rows]
+    result = Table(title=title, title_justify="left", expand=False)
+    for index, name in enumerate(columns):
+        numeric = bool(cells) and all(isinstance(row[index], int | float) for row in cells)
+        result.add_column(
+            name,
+            justify="right" if numeric else "left",
+            overflow="fold",
+            min_width=MIN_WIDTH.get(name),
+        )
+    for row in cells:
+        result.add_row(*(cell_text(cell) for cell in row))
+    return result
+
+
+def cell_text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    if isinstance(value, list | tuple | frozenset | set):
+        return ", ".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def one_line(text: str | None, width: int = 60) -> str | None:
+    """The first line of ``text``, cut to ``width`` characters."""
+    if text is None:
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= width else first[: width - 1] + "…"

@@ -1,0 +1,50 @@
+"""Running a command's coroutine on its target, and store failures as one line, exit 1."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from redis import exceptions as redis_errors
+from sqlalchemy import exc as sql_errors
+
+from ..errors import DriverError
+from .errors import StoreError
+from .target import Target, TargetSpec, describe_store, open_target
+
+T = TypeVar("T")
+
+STORE_FAILURES: tuple[type[BaseException], ...] = (
+    DriverError,
+    OSError,
+    TimeoutError,
+    redis_errors.RedisError,
+    sql_errors.DBAPIError,
+)
+"""What a store that is down, unreachable or refusing raises through the drivers."""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The cause of a store failure in one line (the innermost meaningful message)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, sql_errors.DBAPIError) and exc.orig is not None:
+        text = " ".join(str(exc.orig).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def run_on_target(spec: TargetSpec, work: Callable[[Target], Awaitable[T]]) -> T:
+    """Open the target, run ``work`` on it, close it; a store failure becomes a StoreError."""
+
+    async def main() -> T:
+        target = await open_target(spec)
+        try:
+            return await work(target)
+        except STORE_FAILURES as exc:
+            raise StoreError(
+                f"store {describe_store(target.driver)} failed: {describe_failure(exc)}"
+            ) from None
+        finally:
+            await target.close()
+
+    return asyncio.run(main())

@@ -1,0 +1,191 @@
+"""What a command talks to: the store of an APP's context, or one opened from ``--url``.
+
+Operator commands build the APP's context without starting its lifecycle beans (no scheduler
+pass, no user services), start only the handler registry (so schedules and handler options
+are known), and close it afterwards. ``--url`` opens a driver alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from framework import ApplicationContext, FrameworkError, start_lifecycles
+
+from ..driver import JobDriver
+from ..queue import JobQueue
+from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_QUEUE
+from .errors import CliUsageError
+from .loading import load_builder
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SQL_SCHEMES = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+ACCEPTED = "sqlite+aiosqlite://, postgresql:// (or postgres://), redis:// (or rediss://)"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """APP or --url, as given on the command line (checked by ``check``)."""
+
+    app: str | None
+    url: str | None
+    namespace: str | None
+    table_prefix: str | None
+
+    def check(self) -> None:
+        if self.app and self.url:
+            raise CliUsageError("give APP or --url, not both")
+        if not self.app and not self.url:
+            raise CliUsageError(
+                "give APP (module:attr) or --url (or set NEVERLOST_APP / NEVERLOST_URL)"
+            )
+        if self.app and (self.namespace or self.table_prefix):
+            raise CliUsageError(
+                "--namespace and --table-prefix go with --url; APP configures its own driver"
+            )
+
+
+class Target:
+    """The store a command works on; ``close()`` releases what was opened for it."""
+
+    def __init__(
+        self, driver: JobDriver, queue: JobQueue, context: ApplicationContext | None
+    ) -> None:
+        self.driver = driver
+        self.queue = queue
+        self.context = context
+
+    @property
+    def description(self) -> str:
+        return describe_store(self.driver)
+
+    async def close(self) -> None:
+        if self.context is not None:
+            await self.context.close()
+        else:
+            await self.driver.close()
+
+
+def _store_options(command: F) -> F:
+    options = [
+        click.option(
+            "--url",
+            envvar="NEVERLOST_URL",
+            help=f"Open the store directly instead of APP: {ACCEPTED}",
+        ),
+        click.option("--namespace", help="With a redis:// --url: the driver's namespace [jobs]."),
+        click.option(
+            "--table-prefix", help="With a SQL --url: the prefix of the jobs table [jobs_]."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def target_options(command: F) -> F:
+    """The APP argument and the --url, --namespace, --table-prefix options of a command."""
+    command = _store_options(command)
+    return click.argument("app", required=False, envvar="NEVERLOST_APP", metavar="[APP]")(command)
+
+
+def id_target_options(command: F) -> F:
+    """Like ``target_options``, for a command that also takes job IDs: ``[APP] ID...``.
+
+    An APP always has a colon (``module:attr``) and a job id never does, so one positional
+    list holds both; the command receives ``app`` and ``job_ids``.
+    """
+    command = _store_options(command)
+    return click.argument(
+        "app_and_ids", nargs=-1, metavar="[APP] ID...", callback=_split_app, expose_value=False
+    )(command)
+
+
+def _split_app(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> None:
+    apps = [value for value in values if ":" in value]
+    if len(apps) > 1:
+        raise CliUsageError(f"one APP at most, got {', '.join(apps)}")
+    env_app = os.environ.get("NEVERLOST_APP") or None
+    ctx.params["app"] = apps[0] if apps else env_app
+    ctx.params["job_ids"] = tuple(value for value in values if ":" not in value)
+
+
+def target_spec(params: dict[str, Any]) -> TargetSpec:
+    """Take the target options out of a command's parameters."""
+    spec = TargetSpec(
+        params.pop("app"), params.pop("url"), params.pop("namespace"), params.pop("table_prefix")
+    )
+    spec.check()
+    return spec
+
+
+async def open_target(spec: TargetSpec) -> Target:
+    if spec.url:
+        driver = driver_from_url(spec.url, spec.namespace, spec.table_prefix)
+        return Target(driver, JobQueue(driver), None)
+    assert spec.app is not None
+    try:
+        context = await load_builder(spec.app).run(start=False)
+    except FrameworkError as exc:
+        raise CliUsageError(f"APP {spec.app!r}: {' '.join(str(exc).split())}") from None
+    try:
+        await start_lifecycles(context, lambda name, _: name == JOB_HANDLER_REGISTRY.name)
+        return Target(context.get_value(JOB_DRIVER), context.get_value(JOB_QUEUE), context)
+    except BaseException:
+        await context.close()
+        raise
+
+
+def driver_from_url(
+    url: str, namespace: str | None = None, table_prefix: str | None = None
+) -> JobDriver:
+    """A driver that owns its connection, for ``url``; CliUsageError naming a bad one."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in SQL_SCHEMES:
+        if namespace is not None:
+            raise CliUsageError(
+                "--namespace is for redis:// URLs; a SQL store takes --table-prefix"
+            )
+        from orm_sqlalchemy import SQLAlchemyJobStore
+
+        normalized = SQL_SCHEMES[scheme] + url[len(scheme) :]
+        try:
+            if table_prefix is None:
+                return SQLAlchemyJobStore(normalized)
+            return SQLAlchemyJobStore(normalized, table_prefix=table_prefix)
+        except (ValueError, ImportError) as exc:
+            raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
+    if scheme in REDIS_SCHEMES:
+        if table_prefix is not None:
+            raise CliUsageError("--table-prefix is for SQL URLs; a Redis store takes --namespace")
+        from redis_jobs import RedisJobDriver
+
+        try:
+            return RedisJobDriver(url=url, namespace=namespace or "jobs")
+        except ValueError as exc:
+            raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
+    shown = f"the unknown scheme {scheme!r}" if scheme else "no scheme"
+    raise CliUsageError(f"--url {redact(url)!r} has {shown}; use {ACCEPTED}")
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***``."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def describe_store(driver: JobDriver) -> str:
+    text = repr(driver)
+    return text if not text.startswith("<") else type(driver).__name__

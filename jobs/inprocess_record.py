@@ -1,0 +1,58 @@
+"""The in-process driver's job record and its JobInfo view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .clock import to_datetime
+from .driver import MAX_ERRORS_KEPT, FailedAttempt, JobInfo, JobState
+from .payload import decode_payload
+
+
+@dataclass(slots=True)
+class JobRecord:
+    id: str
+    type: str
+    payload: str
+    max_attempts: int
+    run_at: int
+    timeout_ms: int | None
+    key: str | None
+    trace_context: str | None
+    keep_until: int | None
+    created_at: int
+    state: JobState = "pending"
+    attempts: int = 0
+    seq: int = 0
+    token: str | None = None
+    lease_until: int = 0
+    expires_at: int = 0
+    finished_at: int | None = None
+    errors: list[tuple[int, int, str]] = field(default_factory=list)  # (attempt, at, error)
+
+    def add_error(self, at: int, error: str) -> None:
+        self.errors.append((self.attempts, at, error))
+        del self.errors[:-MAX_ERRORS_KEPT]
+
+
+def job_info(record: JobRecord) -> JobInfo:
+    errors = tuple(
+        FailedAttempt(attempt=attempt, at=to_datetime(at), error=error)
+        for attempt, at, error in record.errors
+    )
+    return JobInfo(
+        id=record.id,
+        type=record.type,
+        state=record.state,
+        payload=decode_payload(record.payload),
+        attempts=record.attempts,
+        max_attempts=record.max_attempts,
+        run_at=to_datetime(record.run_at),
+        last_error=errors[-1].error if errors else None,
+        key=record.key,
+        timeout_ms=record.timeout_ms,
+        created_at=to_datetime(record.created_at),
+        finished_at=to_datetime(record.finished_at) if record.finished_at is not None else None,
+        errors=errors,
+        trace_context=record.trace_context,
+    )

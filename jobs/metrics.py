@@ -1,0 +1,230 @@
+"""The project's OpenTelemetry metrics (meter ``neverlost``), in one place.
+
+Instruments, and the attributes they carry:
+
+- ``jobs.executions`` (counter): one per settled attempt; ``job.type``, ``job.outcome``
+  (completed, retry, failed, lease_lost, detached).
+- ``jobs.duration`` (histogram, ms): each attempt's run time; ``job.type``, ``job.outcome``.
+- ``jobs.lease.lost`` (counter): attempts whose lease was taken over; ``job.type``.
+- ``jobs.enqueued`` (counter): jobs stored (an enqueue dropped for its key is not counted);
+  ``job.type``.
+- ``outbox.published`` (counter): outbox entries handed over and marked; ``outbox.entry.type``.
+- ``outbox.lag`` (gauge, ms): the age of the oldest unpublished entry, 0 when there is none,
+  for each outbox store a relay runs on; ``outbox.table``.
+- ``jobs.queue.depth`` (gauge): jobs per ``job.type`` and ``job.state`` (due, scheduled,
+  active, completed, failed, cancelled), for each store a runner works on; and
+  ``jobs.queue.oldest_due_age`` (gauge, ms) per ``job.type``.
+
+The gauges are read from the store (``stats()``, or ``counts()`` for a driver without it; the
+outbox store's ``oldest_unpublished_age_ms()``) only when a metric reader collects, at most
+once per ``SAMPLE_INTERVAL_S``, in the background on the runner's or relay's event loop: a
+collection reports the last reading. With no meter provider set, nothing is ever read and the
+counters are the API's no-ops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from loguru import logger
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from .driver import JOB_STATES, JobDriver, JobRequest
+from .operations import JobTypeStats
+
+if TYPE_CHECKING:
+    from .outbox import OutboxEntry
+
+__all__ = [
+    "SAMPLE_INTERVAL_S",
+    "record_enqueued",
+    "record_enqueued_batch",
+    "record_execution",
+    "record_published",
+    "record_published_batch",
+    "watch_outbox",
+    "watch_queue",
+]
+
+SAMPLE_INTERVAL_S = 5.0
+_DEPTH_STATES = ("due", "scheduled", "active", "completed", "failed", "cancelled")
+
+_meter = metrics.get_meter("neverlost")
+_executions = _meter.create_counter(
+    "jobs.executions", unit="{execution}", description="Attempts settled, by type and outcome"
+)
+_duration = _meter.create_histogram(
+    "jobs.duration", unit="ms", description="How long each attempt ran, by type and outcome"
+)
+_lease_lost = _meter.create_counter(
+    "jobs.lease.lost", unit="{execution}", description="Attempts whose lease another took over"
+)
+_enqueued = _meter.create_counter(
+    "jobs.enqueued", unit="{job}", description="Jobs stored (not those dropped for their key)"
+)
+_published = _meter.create_counter(
+    "outbox.published", unit="{entry}", description="Outbox entries handed over and marked"
+)
+
+T = TypeVar("T")
+
+
+def record_execution(job_type: str, outcome: str, duration_ms: float) -> None:
+    """One settled attempt."""
+    attributes = {"job.type": job_type, "job.outcome": outcome}
+    _executions.add(1, attributes)
+    _duration.record(duration_ms, attributes)
+    if outcome == "lease_lost":
+        _lease_lost.add(1, {"job.type": job_type})
+
+
+def record_enqueued(job_type: str, stored: int = 1) -> None:
+    if stored:
+        _enqueued.add(stored, {"job.type": job_type})
+
+
+def record_published(entry_type: str, count: int = 1) -> None:
+    if count:
+        _published.add(count, {"outbox.entry.type": entry_type})
+
+
+def record_published_batch(entries: Sequence[OutboxEntry], marked: Collection[str]) -> None:
+    for entry_type, count in Counter(e.type for e in entries if e.id in marked).items():
+        record_published(entry_type, count)
+
+
+def record_enqueued_batch(requests: Sequence[JobRequest], ids: Sequence[str | None]) -> None:
+    stored = Counter(r.type for r, job_id in zip(requests, ids, strict=True) if job_id is not None)
+    for job_type, count in stored.items():
+        record_enqueued(job_type, count)
+
+
+class _Sample(Generic[T]):
+    """The last reading of an async source, refreshed on ``loop`` when a collection finds it
+    older than ``SAMPLE_INTERVAL_S``. Collections may come from any thread."""
+
+    def __init__(self, read: Callable[[], Awaitable[T]], name: str) -> None:
+        self.read = read
+        self.name = name
+        self.loop = asyncio.get_running_loop()
+        self.value: T | None = None
+        self._read_at = -SAMPLE_INTERVAL_S
+        self._reading = False
+
+    def latest(self) -> T | None:
+        now = time.monotonic()
+        if not self._reading and now - self._read_at >= SAMPLE_INTERVAL_S:
+            self._reading = True
+            self._read_at = now
+            with contextlib.suppress(RuntimeError):  # the loop has closed: keep the last value
+                asyncio.run_coroutine_threadsafe(self._refresh(), self.loop)
+        return self.value
+
+    async def _refresh(self) -> None:
+        try:
+            self.value = await self.read()
+        except Exception as exc:
+            logger.debug(
+                "reading {} for a metric failed: {}: {}", self.name, type(exc).__name__, exc
+            )
+        finally:
+            self._reading = False
+
+
+Depth = dict[str, JobTypeStats] | dict[str, int]
+_queues: dict[int, _Sample[Depth]] = {}
+_outboxes: dict[int, tuple[str, _Sample[int]]] = {}
+
+
+def watch_queue(driver: JobDriver) -> Callable[[], None]:
+    """Report ``driver``'s queue depth while a runner works on it; the call that stops it.
+
+    Call from inside the event loop the driver runs on.
+    """
+    key = id(driver)
+    if key not in _queues:
+        _queues[key] = _Sample(lambda: _read_depth(driver), f"the queue depth of {driver!r}")
+    return lambda: _forget(_queues, key)
+
+
+def watch_outbox(store: Any) -> Callable[[], None]:
+    """Report ``store``'s lag while a relay runs on it, if it can tell (an
+    ``oldest_unpublished_age_ms()`` method); the call that stops it."""
+    read = getattr(store, "oldest_unpublished_age_ms", None)
+    key = id(store)
+    if read is None or key in _outboxes:
+        return lambda: None
+
+    async def lag() -> int:
+        return int(await read() or 0)
+
+    name = str(getattr(store, "table_name", type(store).__name__))
+    _outboxes[key] = (name, _Sample(lag, f"the outbox lag of {store!r}"))
+    return lambda: _forget(_outboxes, key)
+
+
+def _forget(watched: dict[int, Any], key: int) -> None:
+    watched.pop(key, None)
+
+
+async def _read_depth(driver: JobDriver) -> Depth:
+    stats = getattr(driver, "stats", None)
+    if stats is not None:
+        with contextlib.suppress(NotImplementedError):
+            return dict(await stats())
+    counts = await driver.counts()  # a driver without the operations SPI
+    return {str(state): count for state, count in counts.items()}
+
+
+def _observe_depth(options: CallbackOptions) -> Iterable[Observation]:
+    for sample in list(_queues.values()):
+        latest = sample.latest()
+        if not latest:
+            continue
+        for job_type, stats in latest.items():
+            if isinstance(stats, int):  # counts(): per state, no type
+                if job_type in JOB_STATES:
+                    yield Observation(stats, {"job.state": job_type})
+                continue
+            for state in _DEPTH_STATES:
+                yield Observation(getattr(stats, state), {"job.type": job_type, "job.state": state})
+
+
+def _observe_oldest_due(options: CallbackOptions) -> Iterable[Observation]:
+    for sample in list(_queues.values()):
+        for job_type, stats in (sample.latest() or {}).items():
+            if isinstance(stats, JobTypeStats):
+                yield Observation(stats.oldest_due_age_ms or 0, {"job.type": job_type})
+
+
+def _observe_lag(options: CallbackOptions) -> Iterable[Observation]:
+    for table, sample in list(_outboxes.values()):
+        lag = sample.latest()
+        if lag is not None:
+            yield Observation(lag, {"outbox.table": table})
+
+
+_meter.create_observable_gauge(
+    "jobs.queue.depth",
+    callbacks=[_observe_depth],
+    unit="{job}",
+    description="Jobs per type and state, read from the store at most every few seconds",
+)
+_meter.create_observable_gauge(
+    "jobs.queue.oldest_due_age",
+    callbacks=[_observe_oldest_due],
+    unit="ms",
+    description="How long the longest-waiting due job of each type has been due",
+)
+_meter.create_observable_gauge(
+    "outbox.lag",
+    callbacks=[_observe_lag],
+    unit="ms",
+    description="Age of the oldest unpublished outbox entry (0: none)",
+)

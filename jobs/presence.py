@@ -1,0 +1,92 @@
+"""A runner's presence in ``workers()``: registered at start, refreshed every heartbeat interval.
+
+The record lives for three heartbeat intervals in the store, so a worker that dies (or whose
+loop stalls) is gone from ``workers()`` three intervals after its last refresh; a clean close
+removes it at once. A store that fails a refresh is logged once per streak and tried again at
+the next interval; the runner's work does not depend on its presence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Callable
+
+from loguru import logger
+
+from .driver import JobDriver
+from .operations import WorkerRegistration
+
+LIVE_INTERVALS = 3
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+class WorkerPresence:
+    def __init__(
+        self,
+        driver: JobDriver,
+        heartbeat_ms: int,
+        describe: Callable[[], WorkerRegistration],
+    ) -> None:
+        self.driver = driver
+        self.heartbeat_ms = heartbeat_ms
+        self.describe = describe
+        self._task: asyncio.Task[None] | None = None
+        self._registered = False
+
+    @property
+    def ttl_ms(self) -> int:
+        return self.heartbeat_ms * LIVE_INTERVALS
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="jobs.runner.presence"
+            )
+
+    async def stop(self) -> None:
+        """Stop refreshing; the record expires ``ttl_ms`` after the last refresh."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop refreshing and remove the record (best effort: it expires anyway)."""
+        await self.stop()
+        if self._registered:
+            self._registered = False
+            with contextlib.suppress(Exception):
+                await self.driver.deregister_worker(self.describe().id)
+
+    async def refresh(self) -> None:
+        await self.driver.register_worker(self.describe(), self.ttl_ms)
+        self._registered = True
+
+    async def _run(self) -> None:
+        failing = False
+        while True:
+            try:
+                await self.refresh()
+                if failing:
+                    logger.info("worker registration works again")
+                failing = False
+            except NotImplementedError as exc:
+                logger.info("this driver keeps no worker registry; workers() will not list this "
+                            "worker: {}", exc)
+                return
+            except Exception as exc:
+                if not failing:
+                    logger.warning(
+                        "refreshing this worker's registration failed ({}: {}); retrying every "
+                        "heartbeat",
+                        type(exc).__name__,
+                        exc,
+                    )
+                failing = True
+            await asyncio.sleep(self.heartbeat_ms / 1000)

@@ -1,0 +1,151 @@
+"""The total-queue checker: what a chaos run's ledger and store say, held against the rules.
+
+Like Jepsen's total-queue checker, it compares what was acknowledged with what came out:
+
+- **lost**: an acknowledged job (or committed order) that did not complete;
+- **unexpected**: an execution of a job nobody enqueued (or of an order that rolled back);
+- **duplicates**: jobs executed more than once: at-least-once allows them, but each earlier
+  execution must be explained by a kill of the process that ran it;
+- **unexplained**: anything else out of rule: a duplicate whose earlier runner was not killed,
+  one attempt number run twice (a lease fenced nothing), a completed job whose store attempts
+  differ from its last execution's attempt, claims that never started in a run without kills.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs import JobInfo
+
+
+@dataclass
+class Verdict:
+    jobs: int = 0
+    kills: int = 0
+    lost: int = 0
+    unexpected: int = 0
+    duplicates: int = 0
+    executions: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def unexplained(self) -> int:
+        return len(self.problems)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.unexpected == 0 and self.unexplained == 0
+
+    def as_row(self) -> dict[str, int]:
+        return {
+            "jobs": self.jobs,
+            "kills": self.kills,
+            "executions": self.executions,
+            "lost": self.lost,
+            "duplicates": self.duplicates,
+            "unexpected": self.unexpected,
+            "unexplained": self.unexplained,
+        }
+
+
+def _starts_by_job(events: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    starts: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for event in events:
+        if event["event"] == "start":
+            starts[event["job"]].append(event)
+    return starts
+
+
+def check_jobs(
+    acknowledged: Collection[str],
+    infos: Mapping[str, JobInfo | None],
+    events: Sequence[Mapping[str, Any]],
+    killed: Collection[int],
+    ambiguous: Collection[str] = (),
+) -> Verdict:
+    """Check a job run: every acknowledged job completed, each execution accounted for.
+
+    ``ambiguous`` jobs are those whose enqueue raised: the store may or may not have them, so
+    running them is not unexpected (and not running them is not lost).
+    """
+    verdict = Verdict(jobs=len(acknowledged), kills=len(killed))
+    starts = _starts_by_job(events)
+    verdict.executions = sum(len(runs) for runs in starts.values())
+    verdict.unexpected = len(set(starts) - set(acknowledged) - set(ambiguous))
+    for job_id in acknowledged:
+        info = infos.get(job_id)
+        if info is None or info.state != "completed":
+            verdict.lost += 1
+            continue
+        _check_executions(job_id, info, starts.get(job_id, []), set(killed), verdict)
+    return verdict
+
+
+def _check_executions(
+    job_id: str,
+    info: JobInfo,
+    runs: list[Mapping[str, Any]],
+    killed: set[int],
+    verdict: Verdict,
+) -> None:
+    if not runs:
+        verdict.problems.append(f"job {job_id} completed without an execution in the ledger")
+        return
+    if len(runs) > 1:
+        verdict.duplicates += 1
+    attempts = [run["attempt"] for run in runs]
+    if len(set(attempts)) != len(attempts):
+        verdict.problems.append(f"job {job_id}: one attempt ran twice ({sorted(attempts)})")
+    last = max(runs, key=lambda run: run["attempt"])
+    for run in runs:
+        if run is not last and run["pid"] not in killed:
+            verdict.problems.append(
+                f"job {job_id}: attempt {run['attempt']} ran in pid {run['pid']}, which was "
+                f"not killed, and the job ran again (attempt {last['attempt']})"
+            )
+    if info.attempts != last["attempt"]:
+        verdict.problems.append(
+            f"job {job_id}: the store counts {info.attempts} attempts, the last execution "
+            f"was attempt {last['attempt']}"
+        )
+    if not killed and info.attempts != len(runs):
+        verdict.problems.append(f"job {job_id}: {info.attempts} claims, {len(runs)} executions")
+
+
+def check_orders(
+    committed: Collection[int],
+    rolled_back: Collection[int],
+    infos: Mapping[str, JobInfo | None],
+    events: Sequence[Mapping[str, Any]],
+    killed: Collection[int],
+) -> Verdict:
+    """Check an outbox run: each committed order has exactly one completed job, others none."""
+    verdict = Verdict(jobs=len(committed), kills=len(killed))
+    starts = _starts_by_job(events)
+    verdict.executions = sum(len(runs) for runs in starts.values())
+    jobs_of: dict[int, set[str]] = defaultdict(set)
+    for job_id, runs in starts.items():
+        for run in runs:
+            jobs_of[run["order"]].add(job_id)
+    verdict.unexpected = sum(1 for order in jobs_of if order not in set(committed))
+    for order in set(rolled_back) & set(jobs_of):
+        verdict.problems.append(f"order {order} rolled back, yet its job ran")
+    for order in committed:
+        job_ids = jobs_of.get(order, set())
+        if len(job_ids) > 1:
+            verdict.problems.append(f"order {order} has {len(job_ids)} jobs: {sorted(job_ids)}")
+        done = [job_id for job_id in job_ids if _completed(infos.get(job_id))]
+        if not done:
+            verdict.lost += 1
+            continue
+        info = infos[done[0]]
+        assert info is not None
+        _check_executions(done[0], info, starts[done[0]], set(killed), verdict)
+    return verdict
+
+
+def _completed(info: JobInfo | None) -> bool:
+    return info is not None and info.state == "completed"

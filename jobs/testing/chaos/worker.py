@@ -1,0 +1,149 @@
+"""A chaos worker process: ``python -m jobs.testing.chaos.worker --store JSON --ledger PATH``.
+
+Runs a runner (and, when the store has an outbox, a relay) on the store. Its handlers write a
+``start`` and an ``end`` line to the ledger around each execution, so the checker can count
+executions per job and tell which process held them. Prints ``ready`` once started; SIGTERM
+drains and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+from framework import ApplicationBuilder, configuration, entry
+from jobs import (
+    JOB_DRIVER,
+    JOB_RUNNER,
+    JOBS_SETTINGS,
+    OUTBOX_RELAY,
+    OUTBOX_STORE,
+    JobContext,
+    JobDriver,
+    JobOutboxPublisher,
+    JobQueue,
+    JobsAutoConfiguration,
+    JobsSettings,
+    OutboxRelay,
+    OutboxStore,
+    job_handler,
+)
+
+from .ledger import Ledger
+from .stores import ChaosStore
+
+WORK = "chaos.work"
+ORDER = "chaos.order"
+
+
+class ChaosHandlers:
+    def __init__(self, ledger: Ledger, handler_ms: int) -> None:
+        self.ledger = ledger
+        self.handler_s = handler_ms / 1000
+
+    async def _execute(self, ctx: JobContext, **fields: Any) -> None:
+        self.ledger.write("start", job=ctx.id, attempt=ctx.attempt, **fields)
+        await asyncio.sleep(self.handler_s)
+        self.ledger.write("end", job=ctx.id, attempt=ctx.attempt, **fields)
+
+    @job_handler(WORK, max_attempts=25)
+    async def work(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        await self._execute(ctx, n=payload["n"])
+
+    @job_handler(ORDER, max_attempts=25)
+    async def order(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        await self._execute(ctx, order=payload["order"])
+
+
+def worker_configuration(
+    store: ChaosStore, ledger: Ledger, settings: JobsSettings, handler_ms: int
+) -> list[type]:
+    @configuration
+    class ChaosWorkerConfiguration:
+        @entry(JOBS_SETTINGS)
+        def jobs_settings(self) -> JobsSettings:
+            return settings
+
+        @entry()
+        def chaos_handlers(self) -> ChaosHandlers:
+            return ChaosHandlers(ledger, handler_ms)
+
+    if store.outbox_url is None:
+
+        @configuration
+        class ChaosJobsConfiguration:
+            @entry(JOB_DRIVER)
+            def job_driver(self) -> JobDriver:
+                return store.open_driver()
+
+        return [ChaosWorkerConfiguration, ChaosJobsConfiguration]
+
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from orm_sqlalchemy import SQLAlchemyTransactionManager
+
+    @configuration
+    class ChaosOutboxConfiguration:
+        @entry()
+        def engine(self) -> AsyncEngine:
+            return store.open_engine()
+
+        @entry()
+        def transaction_manager(self, engine: AsyncEngine) -> SQLAlchemyTransactionManager:
+            return SQLAlchemyTransactionManager(engine)
+
+        @entry(OUTBOX_STORE)
+        def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
+            return store.open_outbox(transaction_manager)
+
+        @entry(JOB_DRIVER)
+        def job_driver(self, engine: AsyncEngine) -> JobDriver:
+            return store.open_driver(engine)
+
+        @entry(OUTBOX_RELAY)
+        def outbox_relay(self, outbox_store: OutboxStore, job_queue: JobQueue) -> OutboxRelay:
+            # a killed relay's entries come back after one lease: keep it as short as the jobs'
+            return OutboxRelay(
+                outbox_store,
+                JobOutboxPublisher(job_queue),
+                lease_ms=settings.lease_ms,
+                poll_interval_ms=settings.poll_interval_ms,
+            )
+
+    return [ChaosWorkerConfiguration, ChaosOutboxConfiguration]
+
+
+async def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.testing.chaos.worker")
+    parser.add_argument("--store", required=True, help="a ChaosStore as JSON")
+    parser.add_argument("--ledger", required=True)
+    parser.add_argument("--lease-ms", type=int, default=3_000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--handler-ms", type=int, default=5)
+    args = parser.parse_args(argv)
+    store = ChaosStore.from_json(args.store)
+    settings = JobsSettings(
+        lease_ms=args.lease_ms, concurrency=args.concurrency, poll_interval_ms=200
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    configurations = worker_configuration(store, Ledger(args.ledger), settings, args.handler_ms)
+    context = await ApplicationBuilder([JobsAutoConfiguration, *configurations]).run()
+    try:
+        context.get_value(JOB_RUNNER).start()
+        relay: OutboxRelay | None = context.get_value(OUTBOX_RELAY) if store.outbox_url else None
+        if relay is not None and not relay.is_running:
+            relay.start()
+        print("ready", flush=True)
+        await stop.wait()
+    finally:
+        await context.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))

@@ -1,0 +1,41 @@
+"""Helpers of the conformance suites: the harness protocol, requests, enqueue and claim."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Protocol
+
+from jobs.clock import ManualClock
+from jobs.driver import ClaimedJob, JobDriver
+
+from .requests import new_request
+
+LEASE_MS = 30_000
+ALL = ("t",)
+
+
+class DriverHarness(Protocol):
+    """Opens drivers on one store; every driver it opens reads ``clock``."""
+
+    clock: ManualClock
+
+    async def driver(
+        self, *, retain_completed_ms: int | None = None, retain_failed_ms: int | None = None
+    ) -> JobDriver:
+        """A driver on the harness's store (a new client where the store allows several).
+
+        The harness closes every driver it opened, and cleans the store, at teardown.
+        """
+        ...
+
+
+async def enqueue(driver: JobDriver, job_type: str = "t", **fields: Any) -> str:
+    job_id = await driver.enqueue(new_request(job_type, **fields))
+    assert job_id is not None
+    return job_id
+
+
+async def claim_one(driver: JobDriver, types: Collection[str] = ALL) -> ClaimedJob:
+    claimed = await driver.claim(1, LEASE_MS, types)
+    assert len(claimed) == 1, f"expected one claimable job, got {claimed}"
+    return claimed[0]

@@ -1,0 +1,97 @@
+"""``neverlost dashboard (APP | --url) [--host H] [--port P] [--allow-actions]``: serve it.
+
+Imported lazily by the ``neverlost`` group (``jobs.cli.group.LAZY_COMMANDS``), so the worker
+command never loads the web stack. The dashboard has no login: by default it listens on
+loopback only, and a non-loopback host with actions on gets a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import signal
+from types import FrameType
+from typing import Any
+
+import click
+import uvicorn
+
+from ..cli.errors import StoreError
+from ..cli.running import STORE_FAILURES, describe_failure
+from ..cli.target import open_target, target_options, target_spec
+from .app import create_dashboard
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+@click.command()
+@target_options
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Interface to listen on.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--allow-actions",
+    is_flag=True,
+    help="Show retry, cancel and delete buttons (off: read-only, every POST answers 403).",
+)
+def dashboard(**params: Any) -> None:
+    """Serve the web dashboard of the store (overview, jobs, schedules) until interrupted."""
+    spec = target_spec(params)
+    host: str = params["host"]
+    port: int = params["port"]
+    allow_actions: bool = params["allow_actions"]
+    if allow_actions and not _is_loopback(host):
+        click.echo(
+            f"warning: the dashboard has no login and actions are on, listening on {host}; "
+            "put it behind your own authentication",
+            err=True,
+        )
+
+    async def serve() -> None:
+        try:
+            target = await open_target(spec)
+        except STORE_FAILURES as exc:
+            raise StoreError(f"store unreachable: {describe_failure(exc)}") from None
+        try:
+            app = create_dashboard(target.context or target.queue, allow_actions=allow_actions)
+            mode = "actions on" if allow_actions else "read-only"
+            click.echo(
+                f"neverlost dashboard for {target.description} on http://{host}:{port}/ ({mode})"
+            )
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+            stop.server = uvicorn.Server(config)
+            await stop.server.serve()
+        finally:
+            await target.close()
+
+    stop = _Stop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    asyncio.run(serve())
+
+
+class _Stop:
+    """SIGINT/SIGTERM outside uvicorn's own handlers.
+
+    uvicorn shuts down gracefully on a signal, restores the handlers it found, then raises the
+    signal again "to trigger the expected behaviour": with the default handler that would end
+    the process by the signal before the store is closed. This handler makes a signal once
+    serving has begun mean "stop serving" (again, harmlessly), so the command closes the store
+    and exits 0; before serving, it interrupts.
+    """
+
+    server: uvicorn.Server | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.server is None:
+            raise KeyboardInterrupt
+        self.server.should_exit = True
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

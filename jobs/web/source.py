@@ -1,0 +1,158 @@
+"""What the dashboard reads and changes: the queue's operations API, and the scheduler if known.
+
+Every list the dashboard shows is one page of ``JobQueue.list_jobs``; nothing here loads all
+jobs. The throughput chart is the one exception to "one call per view": see ``throughput``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from framework import ApplicationContext
+
+from ..driver import JobInfo
+from ..operations import JobTypeStats, WorkerInfo
+from ..queue import JobQueue
+from ..schedule import Schedule
+from ..scheduler import JobScheduler
+from ..tokens import JOB_QUEUE, JOB_SCHEDULER
+from .throughput import Throughput, count_throughput
+
+THROUGHPUT_CACHE_S = 10.0
+MAX_LOOKBACK_MS = 400 * 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """One schedule as the schedules page shows it."""
+
+    name: str
+    job_type: str
+    cron: str
+    timezone: str
+    next_at_ms: int | None
+    last_at_ms: int | None
+    last_key: str | None
+    last_job: JobInfo | None
+
+
+class DashboardSource:
+    """The queue (and scheduler) behind a dashboard, resolved from a queue or a context."""
+
+    def __init__(self, queue_or_context: JobQueue | ApplicationContext) -> None:
+        if isinstance(queue_or_context, JobQueue):
+            self._queue: JobQueue | None = queue_or_context
+            self._context: ApplicationContext | None = None
+        elif isinstance(queue_or_context, ApplicationContext):
+            self._queue = None
+            self._context = queue_or_context
+        else:
+            raise TypeError(
+                "create_dashboard needs a JobQueue or an ApplicationContext holding one, got "
+                f"{type(queue_or_context).__name__}"
+            )
+        self._throughput: tuple[float, Throughput] | None = None
+
+    @property
+    def queue(self) -> JobQueue:
+        if self._queue is not None:
+            return self._queue
+        assert self._context is not None
+        return self._context.get_value(JOB_QUEUE)
+
+    @property
+    def scheduler(self) -> JobScheduler | None:
+        if self._context is None or JOB_SCHEDULER not in self._context:
+            return None
+        return self._context.get_value(JOB_SCHEDULER)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        """Per type: due, scheduled, active, completed, failed, cancelled, oldest_due_age_ms."""
+        return await self.queue.stats()
+
+    async def workers(self) -> list[WorkerInfo]:
+        return await self.queue.workers()
+
+    async def page(
+        self, *, state: str | None, job_type: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[JobInfo], str | None]:
+        page = await self.queue.list_jobs(state=state, type=job_type, limit=limit, cursor=cursor)
+        return list(page.jobs), page.next_cursor
+
+    async def job(self, job_id: str) -> JobInfo | None:
+        return await self.queue.get_job(job_id)
+
+    async def search(self, text: str) -> JobInfo | None:
+        """The job whose id is ``text``, else the one holding the key ``text``."""
+        found = await self.queue.get_job(text)
+        if found is not None:
+            return found
+        try:
+            return await self.queue.find_job(key=text)
+        except ValueError:  # not something a key can be: so no job holds it
+            return None
+
+    async def throughput(self, now_ms: int | None = None) -> Throughput:
+        """Completions and failures per minute over the last hour (cached for a few seconds)."""
+        cached = self._throughput
+        if (
+            now_ms is None
+            and cached is not None
+            and time.monotonic() - cached[0] < THROUGHPUT_CACHE_S
+        ):
+            return cached[1]
+        result = await count_throughput(self.queue, now_ms=now_ms)
+        self._throughput = (time.monotonic(), result)
+        return result
+
+    async def schedules(self, now_ms: int) -> list[ScheduleRow]:
+        scheduler = self.scheduler
+        if scheduler is None:
+            return []
+        rows = []
+        for schedule in scheduler.schedules:
+            last = _last_occurrence(schedule, now_ms)
+            key = schedule.key(last) if last is not None else None
+            rows.append(
+                ScheduleRow(
+                    name=schedule.key_prefix,
+                    job_type=schedule.job_type,
+                    cron=schedule.cron,
+                    timezone=schedule.timezone,
+                    next_at_ms=schedule.next_after(now_ms),
+                    last_at_ms=last,
+                    last_key=key,
+                    last_job=await self.queue.find_job(key=key) if key is not None else None,
+                )
+            )
+        return rows
+
+    # -- acting --------------------------------------------------------------------------------
+
+    async def retry(self, job_id: str) -> bool:
+        return await self.queue.retry(job_id)
+
+    async def cancel(self, job_id: str) -> bool:
+        return await self.queue.cancel(job_id)
+
+    async def delete(self, job_id: str) -> bool:
+        return await self.queue.delete(job_id)
+
+    async def retry_failed(self, job_type: str | None) -> int:
+        return await self.queue.retry_failed(type=job_type)
+
+
+def _last_occurrence(schedule: Schedule, now_ms: int) -> int | None:
+    """The latest occurrence at or before ``now_ms`` within the last 400 days, if any."""
+    window = 60_000  # grown eightfold until it holds one: a few occurrences looked at, at most
+    while window <= MAX_LOOKBACK_MS:
+        latest = None
+        for occurrence in schedule.occurrences(now_ms - window, now_ms):
+            latest = occurrence
+        if latest is not None:
+            return latest
+        window *= 8
+    return None

@@ -1,0 +1,91 @@
+"""The shipped chaos kit against the real stores: SIGKILLed workers lose nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from jobs.testing.chaos import ChaosPlan, ChaosStore, WorkerOptions, kill_outbox, kill_workers
+from tests.stores import POSTGRES_URL, REDIS_URL
+
+SHORT = ChaosPlan(
+    workers=2, jobs=200, kill_every_s=1.0, deadline_s=120,
+    options=WorkerOptions(lease_ms=2_000, concurrency=4, handler_ms=50),
+)  # fmt: skip
+
+
+def url_of(kind: str, tmp_path: Path) -> str:
+    return {
+        "sqlite": f"sqlite+aiosqlite:///{tmp_path / 'chaos.db'}",
+        "postgres": POSTGRES_URL,
+        "redis": REDIS_URL,
+    }[kind]
+
+
+KINDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=[pytest.mark.postgres, pytest.mark.slow]),
+    pytest.param("redis", id="redis", marks=[pytest.mark.redis, pytest.mark.slow]),
+]
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", KINDS)
+async def test_killed_workers_lose_no_job_and_every_duplicate_is_explained(
+    kind: str, tmp_path: Path
+) -> None:
+    store = ChaosStore.fresh(url_of(kind, tmp_path))
+    try:
+        verdict = await kill_workers(store, SHORT, tmp_path)
+    finally:
+        await store.drop()
+    assert verdict.problems == []
+    assert verdict.kills >= 1
+    assert (verdict.lost, verdict.unexpected) == (0, 0)
+    assert verdict.executions >= SHORT.jobs
+
+
+@pytest.mark.chaos
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", KINDS)
+async def test_without_kills_every_job_runs_exactly_once(kind: str, tmp_path: Path) -> None:
+    store = ChaosStore.fresh(url_of(kind, tmp_path))
+    try:
+        verdict = await kill_workers(store, replace(SHORT, kill_every_s=0), tmp_path)
+    finally:
+        await store.drop()
+    assert verdict.ok, verdict.problems
+    assert (verdict.kills, verdict.duplicates, verdict.executions) == (0, 0, SHORT.jobs)
+
+
+OUTBOX = [
+    pytest.param("sqlite", "sqlite", id="sqlite"),
+    pytest.param(
+        "postgres", "postgres", id="postgres", marks=[pytest.mark.postgres, pytest.mark.slow]
+    ),
+    pytest.param(
+        "postgres", "redis", id="postgres+redis",
+        marks=[pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("outbox", "jobs"), OUTBOX)
+async def test_every_committed_order_gets_one_job_while_relays_are_killed(
+    outbox: str, jobs: str, tmp_path: Path
+) -> None:
+    store = ChaosStore.fresh(url_of(jobs, tmp_path), url_of(outbox, tmp_path))
+    try:
+        verdict = await kill_outbox(store, SHORT, tmp_path)
+    finally:
+        await store.drop()
+    assert verdict.problems == []
+    assert verdict.kills >= 1
+    assert (verdict.lost, verdict.unexpected) == (0, 0)
+    assert verdict.jobs == SHORT.jobs - SHORT.jobs // SHORT.rollback_every

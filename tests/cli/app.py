@@ -1,0 +1,122 @@
+"""The application the CLI tests point ``neverlost`` at: ``tests.cli.app:CliTestApp``.
+
+Its store comes from ``CLI_TEST_TARGET`` (a StoreTarget as JSON); its handlers append one JSON
+line per event to the file named by ``CLI_TEST_LEDGER`` (fsynced, so a killed process cannot
+take back a line).
+
+- ``cli.sleep`` sleeps ``payload["ms"]``; ``cli.fail`` always raises; ``cli.block`` waits
+  until it is cancelled; ``cli.nightly`` is a cron schedule (03:00 Europe/Berlin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from framework import configuration, entry
+from jobs import (
+    JOB_DRIVER,
+    JOBS_SETTINGS,
+    OUTBOX_STORE,
+    InProcessJobDriver,
+    JobContext,
+    JobDriver,
+    JobsSettings,
+    OutboxStore,
+    job_handler,
+)
+from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
+from tests.stores import StoreTarget
+
+
+def _ledger(event: str, ctx: JobContext) -> None:
+    path = os.environ.get("CLI_TEST_LEDGER")
+    if path is None:
+        return
+    line = json.dumps({"event": event, "job": ctx.id, "type": ctx.type, "pid": os.getpid()})
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CliHandlers:
+    @job_handler("cli.sleep", max_attempts=3)
+    async def sleep(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        _ledger("start", ctx)
+        await asyncio.sleep(payload.get("ms", 0) / 1000)
+        _ledger("end", ctx)
+
+    @job_handler("cli.fail", max_attempts=1)
+    async def fail(self, payload: Any, ctx: JobContext) -> None:
+        _ledger("start", ctx)
+        raise RuntimeError(f"cli.fail failed on purpose ({payload})")
+
+    @job_handler("cli.block", max_attempts=3)
+    async def block(self, payload: Any, ctx: JobContext) -> None:
+        _ledger("start", ctx)
+        await asyncio.Event().wait()
+
+    @job_handler("cli.nightly", cron="0 3 * * *", timezone="Europe/Berlin")
+    async def nightly(self, payload: Any) -> None:
+        pass
+
+
+@configuration
+class CliTestApp:
+    @entry(JOB_DRIVER)
+    def job_driver(self) -> JobDriver:
+        return StoreTarget.from_json(os.environ["CLI_TEST_TARGET"]).open()
+
+    @entry(JOBS_SETTINGS)
+    def jobs_settings(self) -> JobsSettings:
+        return JobsSettings(lease_ms=3_000, poll_interval_ms=500)
+
+    @entry()
+    def cli_handlers(self) -> CliHandlers:
+        return CliHandlers()
+
+
+NOT_A_CONFIGURATION = 42
+
+
+@configuration
+class CliOutboxApp(CliTestApp):
+    """CliTestApp with an outbox on the same SQLite file (so the worker runs the relay)."""
+
+    @entry()
+    def engine(self) -> AsyncEngine:
+        return create_engine(StoreTarget.from_json(os.environ["CLI_TEST_TARGET"]).url)
+
+    @entry()
+    def transaction_manager(self, engine: AsyncEngine) -> SQLAlchemyTransactionManager:
+        return SQLAlchemyTransactionManager(engine)
+
+    @entry(OUTBOX_STORE)
+    def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
+        return SQLAlchemyOutboxStore(transaction_manager=transaction_manager)
+
+
+class SharedInProcessDriver(InProcessJobDriver):
+    """The reference driver, kept open across contexts: one store that outlives each command,
+    as a database outlives each ``neverlost`` process (commands close their context's beans)."""
+
+    async def close(self) -> None:
+        pass
+
+
+SHARED_STORE: dict[str, InProcessJobDriver] = {"driver": SharedInProcessDriver()}
+"""The store of CliInProcessApp; a test puts a fresh driver here before using it."""
+
+
+@configuration
+class CliInProcessApp(CliTestApp):
+    @entry(JOB_DRIVER)
+    def job_driver(self) -> JobDriver:
+        return SHARED_STORE["driver"]

@@ -1,0 +1,44 @@
+"""``neverlost worker --burst``: runs what is due for its types, then exits 0 by itself.
+
+In-process (the WorkerProcess the command runs) on CliInProcessApp's reference store; the
+durable stores join when their drivers implement ``stats()`` (issue 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from jobs import JobQueue
+from jobs.cli.worker import WorkerOptions, WorkerProcess
+from tests.cli import app as cli_app
+from tests.stores import StoreTarget
+from tests.support import captured_logs
+
+
+async def test_burst_runs_the_due_jobs_of_its_types_and_exits_0_leaving_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_TARGET", StoreTarget.fresh("sqlite", tmp_path).to_json())
+    driver = cli_app.SharedInProcessDriver()
+    monkeypatch.setitem(cli_app.SHARED_STORE, "driver", driver)
+    queue = JobQueue(driver)
+    due = [await queue.enqueue("cli.sleep", {"ms": 20}) for _ in range(8)]
+    later = await queue.enqueue("cli.sleep", {}, delay_ms=3_600_000)
+    other = await queue.enqueue("cli.fail", {})  # handled by the app, not by this worker's --types
+    options = WorkerOptions(
+        app="tests.cli.app:CliInProcessApp",
+        burst=True,
+        types=("cli.sleep",),
+        concurrency=3,
+        scheduler=False,
+    )
+    with captured_logs("INFO") as logs:
+        assert await asyncio.wait_for(WorkerProcess(options).run(), 30) == 0
+    assert any("burst: nothing due" in record["message"] for record in logs)
+    states = [(await driver.get_job(str(job_id))) for job_id in [*due, later, other]]
+    assert [info.state if info else None for info in states] == [
+        *["completed"] * 8, "pending", "pending",
+    ]  # fmt: skip

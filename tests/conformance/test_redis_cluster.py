@@ -1,0 +1,39 @@
+"""The conformance suite on a private 3-master Redis Cluster (with a replica each).
+
+The cluster is started once for the module (``topologies.PrivateCluster``) and each test uses a
+fresh namespace, whose hash tag puts all of its keys in one slot; the driver is given a
+``RedisCluster`` client, which routes every script to that slot's master.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from jobs.testing import OPERATIONS_CASES, DriverConformance, DriverHarness
+from tests.integration.redis.harness import RedisHarness, cluster_at
+from tests.integration.redis.topologies import PrivateCluster
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
+    started = PrivateCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+class TestRedisClusterDriver(DriverConformance):
+    skipped_cases = dict.fromkeys(
+        OPERATIONS_CASES, "operations SPI not yet implemented on this driver (issue 10)"
+    )
+
+    @pytest.fixture
+    async def driver_harness(self, cluster: PrivateCluster) -> AsyncIterator[DriverHarness]:
+        harness = RedisHarness(connect=cluster_at(cluster.url))
+        yield harness
+        await harness.cleanup()

@@ -1,0 +1,145 @@
+"""One request, one trace, through the outbox: request span -> outbox.publish -> job span.
+
+On both outbox databases and every job driver (in-process, the SQL job store on the outbox's
+database, Redis), through the relay's one-entry path (``publish``: a ``jobs.enqueue`` PRODUCER
+span under the publish span) and its batch path (``publish_many``: the job carries the publish
+span's context).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from redis.asyncio import Redis
+from sqlalchemy import text
+
+from jobs import (
+    InProcessJobDriver,
+    JobDriver,
+    JobHandlerRegistry,
+    JobOutboxPublisher,
+    JobQueue,
+    JobRunner,
+    OutboxRelay,
+)
+from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyTransactionManager
+from redis_jobs import RedisJobDriver, delete_namespace
+from tests.integration.outbox.conftest import OutboxHarness
+from tests.stores import REDIS_URL
+from tests.support import wait_until
+
+DRIVERS = ["inprocess", "sql", pytest.param("redis", marks=pytest.mark.redis)]
+
+
+class Drivers:
+    """The job driver of one test, removed afterwards."""
+
+    def __init__(self, harness: OutboxHarness) -> None:
+        self.harness = harness
+        self.namespace = f"trace-{uuid.uuid4().hex[:8]}"
+        self.driver: JobDriver | None = None
+
+    async def open(self, kind: str, tm: SQLAlchemyTransactionManager) -> JobDriver:
+        if kind == "inprocess":
+            self.driver = InProcessJobDriver()
+        elif kind == "sql":
+            store = SQLAlchemyJobStore(engine=tm.engine, table_prefix=self.harness.prefix)
+            await store.create_schema()
+            self.driver = store
+        else:
+            self.driver = RedisJobDriver(url=REDIS_URL, namespace=self.namespace)
+        return self.driver
+
+    async def close(self, kind: str) -> None:
+        if self.driver is not None:
+            await self.driver.close()
+        if kind == "redis":
+            client = Redis.from_url(REDIS_URL)
+            try:
+                await delete_namespace(client, self.namespace)
+            finally:
+                await client.aclose()
+        elif kind == "sql" and self.harness.postgres:
+            async with self.harness.engine().begin() as conn:
+                await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}queue"'))
+
+
+@pytest.fixture(params=DRIVERS)
+def driver_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def spans_named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
+    return [span for span in exporter.get_finished_spans() if span.name.startswith(prefix)]
+
+
+def parent_id(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+async def test_one_trace_from_the_request_through_the_relay_to_the_job(
+    harness: OutboxHarness, driver_kind: str, span_exporter: InMemorySpanExporter
+) -> None:
+    tm = SQLAlchemyTransactionManager(harness.engine())
+    outbox = harness.store(tm)
+    await harness.setup(outbox)
+    drivers = Drivers(harness)
+    driver = await drivers.open(driver_kind, tm)
+    ran: list[Any] = []
+
+    async def send_email(payload: Any) -> None:
+        ran.append(payload)
+
+    registry = JobHandlerRegistry()
+    registry.register("order.placed", send_email)
+    queue = JobQueue(driver)
+    relay = OutboxRelay(outbox, JobOutboxPublisher(queue))
+    runner = JobRunner(driver, registry, poll_interval_ms=100)
+    tracer = trace.get_tracer("test")
+    try:
+        with tracer.start_as_current_span("POST /orders", kind=SpanKind.SERVER) as one:
+            async with tm.transaction():
+                await outbox.append("order.placed", {"order": 1})
+        assert await relay.relay_once() == 1  # one entry: JobOutboxPublisher.publish
+        with tracer.start_as_current_span("POST /orders/bulk", kind=SpanKind.SERVER) as bulk:
+            async with tm.transaction():
+                for order in (2, 3, 4):
+                    await outbox.append("order.placed", {"order": order})
+        assert await relay.relay_once() == 3  # a batch: JobOutboxPublisher.publish_many
+        runner.start()
+        await wait_until(lambda: len(ran) == 4, message="four jobs ran")
+        await runner.close()
+    finally:
+        await runner.close()
+        await relay.close()
+        await drivers.close(driver_kind)
+
+    one_id, bulk_id = one.get_span_context(), bulk.get_span_context()
+    publishes = spans_named(span_exporter, "outbox.publish order.placed")
+    enqueues = spans_named(span_exporter, "jobs.enqueue order.placed")
+    jobs = spans_named(span_exporter, "jobs.job.order.placed")
+    assert len(publishes) == 4
+    assert len(jobs) == 4
+
+    # The single entry: request -> outbox.publish -> jobs.enqueue (PRODUCER) -> jobs.job.
+    (single,) = [p for p in publishes if p.context.trace_id == one_id.trace_id]
+    assert parent_id(single) == one_id.span_id
+    (enqueue,) = [e for e in enqueues if e.context.trace_id == one_id.trace_id]
+    assert enqueue.kind == SpanKind.PRODUCER
+    assert parent_id(enqueue) == single.context.span_id
+    (job,) = [j for j in jobs if j.context.trace_id == one_id.trace_id]
+    assert job.kind == SpanKind.CONSUMER
+    assert parent_id(job) == enqueue.context.span_id
+
+    # The batch: each entry's publish span continues its request; its job is the child.
+    batch = [p for p in publishes if p.context.trace_id == bulk_id.trace_id]
+    assert [parent_id(p) for p in batch] == [bulk_id.span_id] * 3
+    batch_jobs = [j for j in jobs if j.context.trace_id == bulk_id.trace_id]
+    assert sorted(parent_id(j) or 0 for j in batch_jobs) == sorted(p.context.span_id for p in batch)
+    assert {j.attributes["job.outcome"] for j in jobs} == {"completed"}

@@ -1,0 +1,140 @@
+"""The driver on a private Redis Cluster: namespaces on different masters, a failover mid-run.
+
+One 3-master cluster (a replica each) is started for the module. A namespace's keys share one
+hash tag, so one slot and one master; names are picked so that two namespaces land on two
+different masters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from redis.asyncio import Redis, RedisCluster
+from redis.crc import key_slot
+
+from jobs.testing import new_request
+from redis_jobs import Keys, RedisJobDriver, delete_namespace
+from tests.support import captured_logs, wait_until
+
+from .failover import Load
+from .topologies import PrivateCluster
+
+pytestmark = pytest.mark.cluster
+
+JOBS = 300
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
+    started = PrivateCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+async def client(cluster: PrivateCluster) -> AsyncIterator[RedisCluster]:
+    client = RedisCluster.from_url(cluster.url)
+    yield client
+    await client.aclose()
+
+
+def slot_of(namespace: str) -> int:
+    return key_slot(Keys(namespace).prefix.encode())
+
+
+def namespaces_on_distinct_masters(cluster: PrivateCluster, count: int) -> list[str]:
+    found: dict[int, str] = {}
+    while len(found) < count:
+        name = f"cluster-{uuid.uuid4().hex[:8]}"
+        found.setdefault(cluster.master_of(slot_of(name)), name)
+    return list(found.values())
+
+
+async def test_two_namespaces_on_two_masters_are_drained_by_a_runner_each(
+    cluster: PrivateCluster, client: RedisCluster
+) -> None:
+    names = namespaces_on_distinct_masters(cluster, 2)
+    loads = [Load(RedisJobDriver(client, namespace=name)) for name in names]
+    try:
+        for load in loads:
+            load.runner.start()
+        await asyncio.gather(*(load.produce(range(JOBS), 0) for load in loads))
+        await asyncio.gather(*(load.all_ran() for load in loads))
+        for load in loads:
+            load.check(range(JOBS))
+            assert sum(load.runs.values()) == JOBS  # no fault: each exactly once
+        for name in names:  # each namespace's keys live on its own master only
+            master = cluster.node(cluster.master_of(slot_of(name)))
+            assert master.ask("CLUSTER", "COUNTKEYSINSLOT", str(slot_of(name))) > 0
+    finally:
+        for load in loads:
+            await load.runner.close()
+            await load.driver.close()
+        for name in names:
+            await delete_namespace(client, name)
+
+
+async def test_delete_namespace_removes_only_that_namespace(client: RedisCluster) -> None:
+    kept, dropped = f"kept-{uuid.uuid4().hex}", f"dropped-{uuid.uuid4().hex}"
+    drivers = [RedisJobDriver(client, namespace=name) for name in (kept, dropped)]
+    try:
+        for driver in drivers:
+            for _ in range(5):
+                await driver.enqueue(new_request())
+        assert await delete_namespace(client, dropped) > 0
+        assert [key async for key in client.scan_iter(match=Keys(dropped).pattern)] == []
+        assert (await drivers[0].counts())["pending"] == 5
+    finally:
+        for driver in drivers:
+            await driver.close()
+        await delete_namespace(client, kept)
+
+
+async def test_a_cluster_failover_mid_run_loses_no_acknowledged_job(
+    cluster: PrivateCluster, client: RedisCluster
+) -> None:
+    """CLUSTER FAILOVER on the namespace's replica while jobs flow, with ``replicas=1``."""
+    namespace = f"failover-{uuid.uuid4().hex[:8]}"
+    load = Load(RedisJobDriver(client, namespace=namespace, replicas=1))
+    with captured_logs("WARNING") as logs:
+        try:
+            load.runner.start()
+            producing = asyncio.create_task(load.produce(range(JOBS), 0.005))
+            await wait_until(
+                lambda: len(load.acknowledged) >= JOBS // 3, message="a third acknowledged"
+            )
+            old, new = await asyncio.to_thread(cluster.failover, slot_of(namespace))
+            await producing
+            await load.all_ran()
+        finally:
+            await load.runner.close()
+            await load.driver.close()
+            await delete_namespace(client, namespace)
+    load.check(range(JOBS))
+    print(f"refusals {load.refusals}, runs {sum(load.runs.values())}, ids {len(load.runs)}")
+    [line] = [r["message"] for r in logs if r["message"].startswith("Redis failover:")]
+    assert f"is now served by 127.0.0.1:{new} (was 127.0.0.1:{old})" in line
+    assert namespace in line
+
+
+async def test_a_plain_client_on_a_cluster_node_is_told_to_use_a_cluster_client(
+    cluster: PrivateCluster,
+) -> None:
+    names = namespaces_on_distinct_masters(cluster, 3)
+    first = cluster.nodes[0].port
+    elsewhere = next(name for name in names if cluster.master_of(slot_of(name)) != first)
+    plain = Redis(port=first)
+    driver = RedisJobDriver(plain, namespace=elsewhere)
+    try:
+        with pytest.raises(Exception, match="RedisCluster") as raised:
+            await driver.enqueue(new_request())
+        assert "redis+cluster://" in str(raised.value)
+    finally:
+        await driver.close()
+        await plain.aclose()
+

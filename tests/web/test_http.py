@@ -1,0 +1,343 @@
+"""Every route of the dashboard over plain HTTP (httpx on the ASGI app, in this event loop)."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from framework import ApplicationContext
+from jobs import JOB_QUEUE, JobQueue
+from jobs.web import create_dashboard
+from tests.support import wait_until
+
+from .conftest import bound_socket, client_for, csrf_token
+from .scenario import XSS, populate, scenario_context
+
+
+@pytest.fixture
+async def context() -> AsyncIterator[ApplicationContext]:
+    async with scenario_context() as context:
+        yield context
+
+
+@pytest.fixture
+async def settled(context: ApplicationContext) -> dict[str, str]:
+    """The scenario's jobs, once the runner has run everything that is due."""
+    queue = context.get_value(JOB_QUEUE)
+    ids = await populate(queue, emails=5)
+
+    async def all_ran() -> bool:
+        stats = await queue.stats()
+        return (
+            stats["email.send"].completed == 5
+            and stats["import.csv"].failed == 1
+            and (stats["report.build"].failed == 1)
+        )
+
+    await wait_until(all_ran, message="the scenario's jobs to run")
+    return ids
+
+
+def cell(page: str, job_type: str, column: str) -> str:
+    row = re.search(rf'<tr data-type="{re.escape(job_type)}">(.*?)</tr>', page, re.S)
+    assert row is not None, f"no row for {job_type}"
+    value = re.search(
+        rf'data-column="{column}">\s*(?:<a [^>]*>)?(?:<span [^>]*>)?(\d+)', row.group(1)
+    )
+    assert value is not None, f"no {column} cell for {job_type}"
+    return value.group(1)
+
+
+async def test_overview_shows_each_types_counts_as_stats_has_them(
+    context: ApplicationContext, settled: dict[str, str]
+) -> None:
+    queue = context.get_value(JOB_QUEUE)
+    async with client_for(create_dashboard(context)) as client:
+        page = await client.get("/")
+    assert page.status_code == 200
+    stats = await queue.stats()
+    for job_type, row in stats.items():
+        for column in ("due", "scheduled", "active", "completed", "failed", "cancelled"):
+            assert cell(page.text, job_type, column) == str(getattr(row, column)), (
+                job_type,
+                column,
+            )
+    assert 'data-testid="total-completed">5<' in page.text
+    assert 'data-testid="throughput-completed">5<' in page.text  # all finished this minute
+    assert 'data-testid="throughput-failed">2<' in page.text
+
+
+async def test_jobs_page_filters_by_state_and_type_and_pages_with_the_cursor(
+    queue: JobQueue,
+) -> None:
+    ids = {await queue.enqueue("email.send", {"n": n}) for n in range(7)}
+    other = await queue.enqueue("sms.send", {"n": 0})
+    expected = await queue.list_jobs(type="email.send", limit=3)
+    async with client_for(create_dashboard(queue)) as client:
+        first = await client.get("/jobs", params={"type": "email.send", "limit": "3"})
+        assert first.status_code == 200
+        listed = re.findall(r'data-job-id="([0-9a-f]+)"', first.text)
+        assert listed == [job.id for job in expected.jobs]  # the queue's page, in its order
+        cursor = re.search(r'rel="next" href="([^"]+)"', first.text)
+        assert cursor is not None
+        second = await client.get(html.unescape(cursor.group(1)))
+        more = re.findall(r'data-job-id="([0-9a-f]+)"', second.text)
+        assert len(more) == 3
+        assert not set(more) & set(listed)
+        assert set(more) <= ids
+        failed = await client.get("/jobs", params={"state": "failed"})
+        assert "data-job-id" not in failed.text
+        assert "No failed jobs" in failed.text
+        everything = await client.get("/jobs")
+        assert other in everything.text
+
+
+async def test_search_finds_a_job_by_id_or_by_key(queue: JobQueue) -> None:
+    keyed = await queue.enqueue("email.send", {"n": 1}, key="receipt:7")
+    plain = await queue.enqueue("email.send", {"n": 2})
+    async with client_for(create_dashboard(queue)) as client:
+        by_key = await client.get("/jobs", params={"q": "receipt:7"})
+        by_id = await client.get("/jobs", params={"q": plain})
+        missing = await client.get("/jobs", params={"q": "receipt:8"})
+    assert re.findall(r'data-job-id="([0-9a-f]+)"', by_key.text) == [keyed]
+    assert re.findall(r'data-job-id="([0-9a-f]+)"', by_id.text) == [plain]
+    assert "No job has the id or key “receipt:8”" in missing.text
+
+
+async def test_bad_filters_get_a_400_naming_the_fix(queue: JobQueue) -> None:
+    async with client_for(create_dashboard(queue)) as client:
+        state = await client.get("/jobs", params={"state": "lost"})
+        limit = await client.get("/jobs", params={"limit": "5000"})
+        cursor = await client.get("/jobs", params={"cursor": "not-a-cursor"})
+    assert state.status_code == 400
+    assert "unknown state &#39;lost&#39;" in state.text
+    assert limit.status_code == 400
+    assert "between 1 and 200" in limit.text
+    assert cursor.status_code == 400
+    assert "not a cursor" in cursor.text
+
+
+async def test_job_detail_shows_payload_errors_key_and_times(
+    context: ApplicationContext, settled: dict[str, str]
+) -> None:
+    async with client_for(create_dashboard(context)) as client:
+        page = await client.get(f"/job/{settled['failed']}")
+        missing = await client.get("/job/0000")
+    assert page.status_code == 200
+    assert "ConnectionError: warehouse timed out building report 2026-11" in page.text
+    assert "in build" in page.text  # the traceback's tail, not only the message
+    assert "report:2026-11" in page.text
+    assert "&#34;month&#34;: &#34;2026-11&#34;" in page.text  # pretty-printed, escaped
+    assert 'class="pill pill-failed"' in page.text
+    assert missing.status_code == 404
+    assert "no such job" in missing.text
+
+
+async def test_job_fields_are_escaped_everywhere(
+    context: ApplicationContext, settled: dict[str, str]
+) -> None:
+    async with client_for(create_dashboard(context, allow_actions=True)) as client:
+        pages = [
+            await client.get(f"/job/{settled['xss']}"),
+            await client.get("/jobs"),
+            await client.get("/jobs", params={"q": XSS}),
+            await client.get("/"),
+        ]
+    for page in pages:
+        assert "<script>window" not in page.text
+        assert "<img src=x" not in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert "&lt;script&gt;window.__xss" in pages[0].text
+
+
+async def test_schedules_page_lists_cron_timezone_next_and_last_occurrence(
+    context: ApplicationContext, queue: JobQueue
+) -> None:
+    async with client_for(create_dashboard(context)) as client:
+        page = await client.get("/schedules")
+    async with client_for(create_dashboard(queue)) as client:
+        unknown = await client.get("/schedules")
+    row = re.search(r'<tr data-schedule="report.nightly">(.*?)</tr>', page.text, re.S)
+    assert row is not None
+    assert "0 3 * * *" in row.group(1)
+    assert "Europe/Berlin" in row.group(1)
+    assert re.search(r"\d{4}-\d\d-\d\d (01|02):00:00 UTC", row.group(1))  # 03:00 Berlin
+    assert "pill-pending" in row.group(1) or "not queued" in row.group(1)
+    assert "given a queue only" in unknown.text
+
+
+async def test_static_files_ship_in_the_package(queue: JobQueue) -> None:
+    async with client_for(create_dashboard(queue)) as client:
+        page = await client.get("/")
+        for asset in re.findall(r'(?:href|src)="(/static/[^"?]+)', page.text):
+            response = await client.get(asset)
+            assert response.status_code == 200, asset
+            assert response.content
+
+
+async def test_actions_need_the_csrf_token_and_change_nothing_without_it(
+    context: ApplicationContext, settled: dict[str, str]
+) -> None:
+    queue = context.get_value(JOB_QUEUE)
+    job_id = settled["failed"]
+    async with client_for(create_dashboard(context, allow_actions=True)) as client:
+        token = await csrf_token(client)
+        forged = await client.post("/actions/retry", data={"job_id": job_id})
+        wrong = await client.post("/actions/retry", data={"job_id": job_id, "csrf_token": "0" * 64})
+        assert forged.status_code == wrong.status_code == 403
+        assert "CSRF" in forged.text
+        assert (await queue.get_job(job_id)).state == "failed"  # type: ignore[union-attr]
+        done = await client.post(
+            "/actions/retry", data={"job_id": job_id, "csrf_token": token, "next": "/jobs"}
+        )
+    assert done.status_code == 303
+    assert done.headers["location"] == "/jobs"
+    info = await queue.get_job(job_id)
+    assert info is not None
+    assert info.state in ("pending", "active", "failed")
+    assert info.max_attempts == 2  # one more attempt, whatever the runner did with it since
+
+
+async def test_cancel_and_retry_answer_json_to_the_script(queue: JobQueue) -> None:
+    job_id = await queue.enqueue("email.send", {"n": 1}, delay_ms=60_000)
+    assert job_id is not None
+    async with client_for(create_dashboard(queue, allow_actions=True)) as client:
+        token = await csrf_token(client)
+        headers = {"X-Dashboard-Fetch": "1"}
+        body = {"job_id": job_id, "csrf_token": token}
+        cancelled = await client.post("/actions/cancel", data=body, headers=headers)
+        again = await client.post("/actions/cancel", data=body, headers=headers)
+        retried = await client.post("/actions/retry", data=body, headers=headers)
+    assert cancelled.json() == {"ok": True, "message": f"job {job_id} cancelled", "location": None}
+    assert again.json()["ok"] is False
+    assert "nothing changed" in again.json()["message"]
+    assert retried.json()["ok"] is True
+    assert (await queue.get_job(job_id)).state == "pending"  # type: ignore[union-attr]
+
+
+async def test_retry_all_failed_of_a_type_asks_to_confirm_first(
+    context: ApplicationContext, settled: dict[str, str]
+) -> None:
+    queue = context.get_value(JOB_QUEUE)
+    async with client_for(create_dashboard(context, allow_actions=True)) as client:
+        token = await csrf_token(client)
+        body = {"type": "import.csv", "csrf_token": token, "next": "/"}
+        asked = await client.post("/actions/retry-failed", data=body)
+        assert asked.status_code == 200
+        assert "Retry 1 failed jobs of type" in asked.text
+        assert (await queue.stats())["import.csv"].failed == 1
+        done = await client.post("/actions/retry-failed", data={**body, "confirmed": "yes"})
+    assert done.status_code == 303
+    info = await queue.get_job(settled["xss"])
+    assert info is not None
+    assert info.max_attempts == 2
+    assert (await queue.get_job(settled["failed"])).max_attempts == 1  # type: ignore[union-attr]
+
+
+async def test_redirects_stay_inside_the_dashboard(queue: JobQueue) -> None:
+    job_id = await queue.enqueue("email.send", {}, delay_ms=60_000)
+    async with client_for(create_dashboard(queue, allow_actions=True)) as client:
+        token = await csrf_token(client)
+        answer = await client.post(
+            "/actions/cancel",
+            data={"job_id": job_id, "csrf_token": token, "next": "//evil.example/x"},
+        )
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/"
+
+
+async def test_read_only_mode_has_no_buttons_and_refuses_every_post(
+    context: ApplicationContext, settled: dict[str, str]
+) -> None:
+    queue = context.get_value(JOB_QUEUE)
+    async with client_for(create_dashboard(context)) as client:
+        pages = [await client.get(path) for path in ("/", "/jobs", f"/job/{settled['failed']}")]
+        for page in pages:
+            assert '<form method="post"' not in page.text
+            assert '<button type="submit"' not in page.text
+            assert "read-only" in page.text
+        token = "0" * 64
+        for path in ("/actions/retry", "/actions/retry-failed", "/actions/delete", "/", "/nowhere"):
+            answer = await client.post(
+                path, data={"job_id": settled["failed"], "csrf_token": token}
+            )
+            assert answer.status_code == 403, path
+            assert "read-only" in answer.text
+    assert (await queue.get_job(settled["failed"])).state == "failed"  # type: ignore[union-attr]
+
+
+async def test_links_and_assets_respect_the_mount_path(queue: JobQueue) -> None:
+    job_id = await queue.enqueue("email.send", {"n": 1}, delay_ms=60_000)
+    host = Starlette(routes=[Mount("/ops/jobs", app=create_dashboard(queue, allow_actions=True))])
+    async with client_for(host) as client:
+        page = await client.get("/ops/jobs/jobs")
+        assert page.status_code == 200
+        links = re.findall(r'(?:href|src|action)="([^"]+)"', page.text)
+        assert links
+        assert all(link.startswith("/ops/jobs/") for link in links), links
+        assert f'href="/ops/jobs/job/{job_id}"' in page.text
+        css = await client.get("/ops/jobs/static/dashboard.css")
+        assert css.status_code == 200
+        assert "Path=/ops/jobs;" in page.headers["set-cookie"]
+        token = await csrf_token(client, "/ops/jobs/")
+        answer = await client.post(
+            "/ops/jobs/actions/cancel",
+            data={"job_id": job_id, "csrf_token": token, "next": "/ops/jobs/jobs"},
+        )
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/ops/jobs/jobs"
+    assert (await queue.get_job(job_id)).state == "cancelled"  # type: ignore[union-attr]
+
+
+async def test_delete_removes_a_job_and_sends_the_page_to_the_list(queue: JobQueue) -> None:
+    job_id = await queue.enqueue("email.send", {"n": 1}, key="receipt:9", delay_ms=60_000)
+    assert job_id is not None
+    async with client_for(create_dashboard(queue, allow_actions=True)) as client:
+        token = await csrf_token(client)
+        body = {"job_id": job_id, "csrf_token": token, "next": f"/job/{job_id}"}
+        deleted = await client.post(
+            "/actions/delete", data=body, headers={"X-Dashboard-Fetch": "1"}
+        )
+        again = await client.post("/actions/delete", data=body)
+    assert deleted.json() == {"ok": True, "message": f"job {job_id} deleted", "location": "/jobs"}
+    assert again.status_code == 303
+    assert await queue.get_job(job_id) is None
+    assert await queue.find_job(key="receipt:9") is None
+
+
+async def test_a_store_that_is_down_gets_a_503_page_naming_it() -> None:
+    from redis_jobs import RedisJobDriver
+
+    sock = bound_socket()  # a port nobody answers on once closed
+    port = sock.getsockname()[1]
+    sock.close()
+    driver = RedisJobDriver(url=f"redis://127.0.0.1:{port}/0")
+    app = create_dashboard(JobQueue(driver))
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://dashboard") as client:
+            page = await client.get("/job/01a2315d35f8660151d9d3a5917a4435")
+    finally:
+        await driver.close()
+    assert page.status_code == 503
+    assert "the job store failed this request:" in page.text
+    assert f"127.0.0.1:{port}" in page.text
+
+
+async def test_job_page_shows_the_trace_id_of_the_enqueue(
+    queue: JobQueue, span_exporter: object
+) -> None:
+    from opentelemetry import trace
+
+    with trace.get_tracer("tests.web").start_as_current_span("request") as span:
+        job_id = await queue.enqueue("email.send", {"n": 1})
+    trace_id = format(span.get_span_context().trace_id, "032x")
+    async with client_for(create_dashboard(queue)) as client:
+        page = await client.get(f"/job/{job_id}")
+    assert f'<dd class="mono">{trace_id}</dd>' in page.text
