@@ -96,6 +96,14 @@ class ApplicationBuilder:
         """The configuration classes, in the order given."""
         return self._configurations
 
+    def including(self, *configurations: type) -> ApplicationBuilder:
+        """A builder with ``configurations`` put first, those already given skipped; its
+        overrides are this builder's (``override`` stays in force)."""
+        missing = tuple(c for c in configurations if c not in self._configurations)
+        copy = ApplicationBuilder((*missing, *self._configurations))
+        copy._overrides, copy._values = self._overrides, self._values
+        return copy
+
     async def run(self, *, start: bool = True) -> ApplicationContext:
         """Create every bean in dependency order, then start auto-startup lifecycle beans.
 

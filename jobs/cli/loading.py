@@ -26,6 +26,8 @@ def load_builder(spec: str) -> ApplicationBuilder:
     if not module_name or not attr:
         raise CliUsageError(f"APP {spec!r} is not of the form {APP_FORM}")
     target = _resolve(spec, _import(spec, module_name), attr)
+    if isinstance(target, ApplicationBuilder):  # its overrides stay in force
+        return target.including(JobsAutoConfiguration)
     return ApplicationBuilder(_with_jobs(_configurations(spec, target)))
 
 

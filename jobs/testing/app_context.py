@@ -101,17 +101,16 @@ class JobsTestConfiguration:
 
 
 def builder_for_tests(
-    configurations: Iterable[type], *, clock: ManualClock | None = None
+    app: Iterable[type] | ApplicationBuilder, *, clock: ManualClock | None = None
 ) -> ApplicationBuilder:
-    """The application's builder (JobsAutoConfiguration added when absent) for a test.
+    """The application's builder (or its configurations) made ready for a test;
+    JobsAutoConfiguration is added when absent, and the application's own overrides stay.
 
     >>> async with await builder_for_tests([AppConfiguration], clock=clock).run() as context:
     ...     await run_jobs(context)
     """
-    given = list(configurations)
-    if JobsAutoConfiguration not in given:
-        given.insert(0, JobsAutoConfiguration)
-    builder = ApplicationBuilder(given).override(JobsTestConfiguration)
+    base = app if isinstance(app, ApplicationBuilder) else ApplicationBuilder(list(app))
+    builder = base.including(JobsAutoConfiguration).override(JobsTestConfiguration)
     return builder.override(TEST_CLOCK, clock) if clock is not None else builder
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -83,6 +83,7 @@ async def run_jobs(
         )
     watch = _Watch(driver, max_runs)
     runner = JobRunner(cast(JobDriver, watch), registry, settings)
+    watch.in_flight = lambda: runner.in_flight
     try:
         async with asyncio.timeout(timeout_s):
             runner.start()
@@ -91,7 +92,7 @@ async def run_jobs(
             )
     except TimeoutError:
         raise RunJobsError(
-            f"run_jobs did not come to rest within {timeout_s} s: {len(watch.unsettled)} "
+            f"run_jobs did not come to rest within {timeout_s} s: {runner.in_flight} "
             f"attempt(s) still in flight ({', '.join(sorted(watch.unsettled)) or 'none'})"
         ) from None
     finally:
@@ -174,7 +175,9 @@ async def _run_of(driver: JobDriver, job_id: str) -> JobRun | None:
 class _Watch:
     """The driver as ``run_jobs``' runner sees it: records claims and settles, tells idleness.
 
-    Every other call goes to the driver unchanged.
+    Idle: a claim found nothing while the runner had no attempt in flight, and neither a
+    settle nor a change from outside (``changed``) happened while it was asked (a handler may
+    have enqueued a job just before it settled). Every other call goes to the driver unchanged.
     """
 
     def __init__(self, driver: JobDriver, max_runs: int) -> None:
@@ -187,6 +190,7 @@ class _Watch:
         self._epoch = 0
         self._idle = asyncio.Event()
         self._dirty = False
+        self.in_flight: Callable[[], int] = lambda: len(self.unsettled)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._driver, name)
@@ -214,7 +218,7 @@ class _Watch:
         epoch = self._epoch
         if self.claims >= self._max_runs:
             self.exhausted = True
-            if not self.unsettled:
+            if not self.in_flight():
                 self._idle.set()
             return []
         limit = min(limit, self._max_runs - self.claims)
@@ -223,7 +227,7 @@ class _Watch:
         for job in jobs:
             self.ran.setdefault(job.id, None)
             self.unsettled.add(job.id)
-        if not jobs and not self.unsettled and epoch == self._epoch:
+        if not jobs and epoch == self._epoch and not self.in_flight():
             self._idle.set()
         return jobs
 

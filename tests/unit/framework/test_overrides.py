@@ -196,3 +196,37 @@ async def test_a_missing_dependency_with_a_close_name_is_suggested() -> None:
 
     with pytest.raises(MissingDependencyError, match=r"'greting'.*did you mean 'greeting'"):
         await ApplicationBuilder([Base, Typo]).run()
+
+
+@configuration(overrides=True)
+class Exclaim:
+    @entry()
+    def punctuation(self) -> str:
+        return "!"
+
+
+OVERRIDDEN_APP = ApplicationBuilder([Base]).override(Exclaim).override(GREETING, "hey")
+
+
+async def test_including_puts_configurations_first_and_keeps_the_overrides() -> None:
+    @auto_configuration
+    class Defaults:
+        @entry()
+        def audience(self) -> str:
+            return "all"
+
+    builder = OVERRIDDEN_APP.including(Defaults, Base)
+    assert builder.configurations == (Defaults, Base)
+    async with await builder.run() as context:
+        assert context.get_value("sentence") == "hey!"
+        assert context.get_value("audience") == "all"
+
+
+async def test_the_cli_keeps_the_overrides_of_a_builder_app() -> None:
+    from jobs import JOB_QUEUE
+    from jobs.cli.loading import load_builder
+
+    builder = load_builder("tests.unit.framework.test_overrides:OVERRIDDEN_APP")
+    async with await builder.run() as context:
+        assert context.get_value("sentence") == "hey!"
+        assert JOB_QUEUE in context  # JobsAutoConfiguration added

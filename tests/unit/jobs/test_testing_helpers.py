@@ -258,3 +258,19 @@ def test_a_manual_clock_starts_at_a_given_datetime_and_refuses_naive_ones() -> N
         ManualClock(datetime(2026, 1, 1))
     with pytest.raises(ValueError, match="does not go backwards"):
         clock.set(START)
+
+
+async def test_builder_for_tests_takes_the_apps_builder_with_its_overrides() -> None:
+    from framework import ApplicationBuilder
+    from jobs import JOB_DRIVER
+
+    custom = Mailer()
+    app = ApplicationBuilder([MailConfiguration]).override("mailer", custom)
+    async with await builder_for_tests(app, clock=ManualClock(START)).run() as context:
+        assert context.get_value("mailer") is custom
+        assert isinstance(context.get_value(JOB_DRIVER), InProcessJobDriver)
+        custom.context = context
+        await context.get_value(JOB_QUEUE).enqueue(SEND_RECEIPT, {"invoice_id": 5})
+        [run] = await run_jobs(context)
+        assert run.ok
+        assert custom.sent == [(5, 1)]
