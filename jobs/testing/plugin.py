@@ -10,7 +10,7 @@
 * ``jobs_queue``: that context's JobQueue.
 
 Async fixtures need pytest-asyncio. Only pytest is imported when the plugin loads; the jobs
-modules are imported by the fixtures that use them.
+modules are imported by the fixtures that use them. ``pytest -p no:neverlost`` turns it off.
 """
 
 from __future__ import annotations
