@@ -32,6 +32,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .handlers import JobHandlerRegistry, RegisteredHandler, job_handler
+from .health import Health, LoopHealth
 from .inprocess import InProcessJobDriver
 from .operations import (
     JobPage,
@@ -83,6 +84,8 @@ __all__ = [
     "JobContext",
     "AbortSignal",
     "JobRunner",
+    "Health",
+    "LoopHealth",
     "Schedule",
     "JobScheduler",
     "PassReport",

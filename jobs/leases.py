@@ -18,6 +18,7 @@ from loguru import logger
 
 from .driver import ClaimedJob, JobDriver
 from .failures import FailureStreak
+from .health import StoreContact
 
 
 class Lease:
@@ -37,8 +38,15 @@ class Lease:
 class LeaseKeeper:
     """Extends the leases of held jobs until they are released."""
 
-    def __init__(self, driver: JobDriver, lease_ms: int, heartbeat_ms: int) -> None:
+    def __init__(
+        self,
+        driver: JobDriver,
+        lease_ms: int,
+        heartbeat_ms: int,
+        contact: StoreContact | None = None,
+    ) -> None:
         self.driver = driver
+        self.contact = contact or StoreContact()
         self.lease_ms = lease_ms
         self.heartbeat_ms = heartbeat_ms
         self._leases: set[Lease] = set()
@@ -65,13 +73,10 @@ class LeaseKeeper:
         if beat is not None and not beat.done():
             await asyncio.shield(beat)
 
-    async def run(self) -> None:
-        """The sweep; runs until cancelled."""
-        interval_s = self.heartbeat_ms / 2000
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval_s)
-            self.sweep(loop.time(), interval_s)
+    @property
+    def sweep_interval_s(self) -> float:
+        """How often the holder should call ``sweep``: half a heartbeat interval."""
+        return self.heartbeat_ms / 2000
 
     def sweep(self, now: float, interval_s: float) -> None:
         """Send a beat for every lease whose last beat is at least ``interval_s`` old."""
@@ -91,8 +96,10 @@ class LeaseKeeper:
         try:
             held = await self.driver.heartbeat(job.id, job.lease_token, self.lease_ms)
         except Exception as exc:
+            self.contact.failed(exc)
             self._failures.failed(exc, then=f"job {job.id} keeps running; the next beat retries")
             return
+        self.contact.answered()
         self._failures.succeeded()
         if not held:
             reason = await self._why_refused(job)

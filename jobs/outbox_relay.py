@@ -10,7 +10,9 @@ While a full batch is being handed over, the next claim is already in flight: cl
 are leased, so the next claim takes the entries after them (fencing holds), and batches are
 handed over in the order they were claimed. Woken right after a commit that appended (the
 store's ``wait_for_entries``), polling as the fallback. Lifecycle phase 20, started like the
-runner.
+runner. The loop runs under a ``Supervisor`` (restarted after anything unexpected escapes it);
+``health()`` says whether the store answered within three poll intervals and the loop is alive.
+The first claim checks the store: if it cannot be reached, one line says so, naming it.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Any
 
 from loguru import logger
 
-from .failures import FailureStreak
+from .failures import FailureStreak, describe_cause
+from .health import Health, StoreContact, build_health, store_name
 from .metrics import record_published, record_published_batch, watch_outbox
 from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
 from .retry import Backoff, exponential_backoff
+from .supervision import Supervisor
 from .telemetry import (
     current,
     describe_error,
@@ -36,6 +40,7 @@ from .telemetry import (
 )
 
 _PRUNE_EVERY_S = 60.0
+RELAY_LOOP = "relay"
 
 
 class OutboxRelay:
@@ -66,10 +71,11 @@ class OutboxRelay:
         self.backoff = backoff or exponential_backoff(1_000, 30_000)
         self.auto_startup = auto_startup
         self.stats: dict[str, int] = {"published": 0, "failed": 0}
-        self._task: asyncio.Task[None] | None = None
+        self._supervisor = Supervisor("outbox relay")
+        self._contact = StoreContact()
+        self._started = False
         self._next_claim: asyncio.Task[list[OutboxEntry]] | None = None
         self._stopping = False
-        self._waiting = False
         self._closed = False
         self._last_prune = 0.0
         self._unwatch: Callable[[], None] = lambda: None
@@ -78,7 +84,19 @@ class OutboxRelay:
 
     @property
     def is_running(self) -> bool:
-        return self._task is not None and not self._stopping
+        """Started and not stopping (``health()`` says whether it works)."""
+        return self._started and not self._stopping
+
+    def health(self) -> Health:
+        """Running, the store answered within three poll intervals, the loop alive."""
+        return build_health(
+            "outbox relay",
+            running=self.is_running,
+            contact=self._contact,
+            window_ms=3 * self.poll_interval_ms,
+            supervisor=self._supervisor,
+            store_name=store_name(self.store),
+        )
 
     def start(self) -> None:
         """Start relaying (call from inside the running event loop). Idempotent."""
@@ -87,24 +105,25 @@ class OutboxRelay:
         if self.is_running:
             return
         self._stopping = False
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="jobs.outbox-relay")
+        self._started = True
+        self._supervisor.spawn(RELAY_LOOP, self._loop)
         self._unwatch = watch_outbox(self.store)
 
     def stop(self) -> None:
         """Stop claiming entries; a batch being published is finished. Idempotent."""
-        if self._stopping or self._task is None:
+        if self._stopping or not self._started:
             return
         self._stopping = True
-        if self._waiting:
-            self._task.cancel()
+        self._supervisor.stop()
 
     async def close(self) -> None:
+        """Stop, wait for the batch being handed over; report what ended the loop if not a
+        stop. Idempotent."""
         if self._closed:
             return
         self._closed = True
         self.stop()
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._supervisor.close()
         await self._finish_prefetched_claim()
         self._unwatch()
 
@@ -116,7 +135,12 @@ class OutboxRelay:
         """Hand over one batch (the one claimed ahead, if any); with ``prefetch``, a full batch
         starts the next claim before it is handed over."""
         claiming, self._next_claim = self._next_claim, None
-        entries = await (claiming or self.store.claim(self.batch_size, self.lease_ms))
+        try:
+            entries = await (claiming or self.store.claim(self.batch_size, self.lease_ms))
+        except Exception as exc:
+            self._store_failed(exc)
+            raise
+        self._contact.answered()
         if prefetch and len(entries) >= self.batch_size and not self._stopping:
             self._next_claim = asyncio.get_running_loop().create_task(
                 self.store.claim(self.batch_size, self.lease_ms), name="jobs.outbox-relay.claim"
@@ -124,6 +148,15 @@ class OutboxRelay:
         await self._hand_over(entries)
         await self._prune_now_and_then()
         return len(entries)
+
+    def _store_failed(self, exc: Exception) -> None:
+        if self._contact.last_answer is None and self._contact.last_error is None:
+            logger.error(
+                "outbox relay: its store {} cannot be reached: {}",
+                store_name(self.store),
+                describe_cause(exc),
+            )
+        self._contact.failed(exc)
 
     async def _finish_prefetched_claim(self) -> None:
         """A claim made ahead when the relay stopped: hand its entries over too (one batch)."""
@@ -156,14 +189,7 @@ class OutboxRelay:
         await self._finish_prefetched_claim()
 
     async def _wait(self, waiting: Any) -> None:
-        self._waiting = True
-        try:
-            await waiting
-        except asyncio.CancelledError:
-            if not self._stopping:
-                raise
-        finally:
-            self._waiting = False
+        await self._supervisor.wait(waiting)
 
     async def _hand_over(self, entries: Sequence[OutboxEntry]) -> None:
         if not entries:

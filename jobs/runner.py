@@ -4,15 +4,18 @@ The loop: claim as many jobs as there are free slots, start an ``Attempt`` for e
 (``execution``), and when the store has nothing more, wait for the driver's wake-up
 (``poll_interval_ms`` at most). Leases are kept by one ``LeaseKeeper`` (``leases``) and
 outcomes settled by one ``Settler`` (``settling``); dependencies run one way, from here down.
-A failing store call is logged and retried with backoff; the loop does not die. ``stop()``
-ends claiming while attempts in flight go on; ``close()`` also waits for them (up to
-``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
+A failing store call is logged and retried with backoff where it happens. The claim loop and
+the heartbeat loop run under a ``Supervisor``: anything else that escapes one is logged with
+its cause and the loop restarts after a backoff, ``health()`` red meanwhile. ``stop()`` ends
+claiming while attempts in flight go on (heartbeats too); ``close()`` also waits for them (up
+to ``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
 While started, the runner is listed in ``workers()`` (``presence``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,6 +27,7 @@ from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
+from .health import Health, StoreContact, build_health, store_name
 from .leases import LeaseKeeper
 from .metrics import watch_queue
 from .operations import WorkerRegistration
@@ -31,6 +35,10 @@ from .presence import WorkerPresence, new_worker_id
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
+from .supervision import Supervisor
+
+CLAIM_LOOP = "claim"
+HEARTBEAT_LOOP = "heartbeat"
 
 
 class JobRunner:
@@ -57,8 +65,11 @@ class JobRunner:
         self.executor = ThreadPoolExecutor(
             max_workers=self.settings.concurrency, thread_name_prefix="jobs-handler"
         )
-        self.settler = Settler(driver, self.lease_ms)
-        self.leases = LeaseKeeper(driver, self.lease_ms, self.heartbeat_ms)
+        self._contact = StoreContact()
+        self.settler = Settler(driver, self.lease_ms, self._contact)
+        self.leases = LeaseKeeper(driver, self.lease_ms, self.heartbeat_ms, self._contact)
+        self._supervisor = Supervisor("job runner")
+        self._last_claim: float | None = None
         self._services = AttemptServices(
             settler=self.settler,
             leases=self.leases,
@@ -71,11 +82,9 @@ class JobRunner:
             ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
+        self._started = False
         self.worker_id = new_worker_id()
         self.presence = WorkerPresence(driver, self.heartbeat_ms, self._registration)
-        self._loop_task: asyncio.Task[None] | None = None
-        self._beat_task: asyncio.Task[None] | None = None
-        self._waiting = False
         self._claim_failures = FailureStreak("claiming jobs")
         self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
@@ -91,7 +100,8 @@ class JobRunner:
 
     @property
     def is_running(self) -> bool:
-        return self._loop_task is not None and not self._stopping
+        """Started and not stopping: claiming (``health()`` says whether it works)."""
+        return self._started and not self._stopping
 
     @property
     def in_flight(self) -> int:
@@ -104,23 +114,37 @@ class JobRunner:
         if self.is_running:
             return
         self._stopping = False
+        self._started = True
         self._slot_freed = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        self._loop_task = loop.create_task(self._claim_loop(), name="jobs.runner.claim-loop")
-        if self._beat_task is None:
-            self._beat_task = loop.create_task(self.leases.run(), name="jobs.runner.heartbeats")
+        supervisor = self._supervisor
+        supervisor.spawn(CLAIM_LOOP, self._claim_loop)
+        if not supervisor.running(HEARTBEAT_LOOP):
+            supervisor.spawn(HEARTBEAT_LOOP, self._beat_loop)
         self.presence.start()
         self._unwatch = watch_queue(self.driver)
 
     def stop(self) -> None:
         """Stop claiming; jobs in flight go on. Idempotent."""
-        if self._stopping or self._loop_task is None:
+        if self._stopping or not self._started:
             return
         self._stopping = True
-        if self._waiting:
-            self._loop_task.cancel()
+        self._supervisor.stop(CLAIM_LOOP)
         if self._slot_freed is not None:
             self._slot_freed.set()
+
+    def health(self) -> Health:
+        """Claiming, the store answered within three heartbeat intervals, every loop alive
+        (``jobs.health``); also how many jobs are in flight and when the last claim was."""
+        return build_health(
+            "job runner",
+            running=self.is_running,
+            contact=self._contact,
+            window_ms=3 * self.heartbeat_ms,
+            supervisor=self._supervisor,
+            store_name=store_name(self.driver),
+            in_flight=len(self._attempts),
+            last_claim=self._last_claim,
+        )
 
     async def close(self, drain_timeout_ms: int | None = None) -> None:
         """Stop, then wait for jobs in flight; past the drain deadline, cancel them."""
@@ -128,8 +152,7 @@ class JobRunner:
             return
         self._closed = True
         self.stop()
-        if self._loop_task is not None:
-            await asyncio.gather(self._loop_task, return_exceptions=True)
+        await self._supervisor.close(CLAIM_LOOP)
         deadline_ms = drain_timeout_ms if drain_timeout_ms is not None else (
             self.settings.drain_timeout_ms
         )
@@ -147,9 +170,7 @@ class JobRunner:
                 for task in late:
                     task.cancel()
                 await asyncio.gather(*late, return_exceptions=True)
-        if self._beat_task is not None:
-            self._beat_task.cancel()
-            await asyncio.gather(self._beat_task, return_exceptions=True)
+        await self._supervisor.close(HEARTBEAT_LOOP)
         await self.presence.close()
         self._unwatch()
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -179,34 +200,41 @@ class JobRunner:
             try:
                 jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
             except Exception as exc:
+                self._contact.failed(exc)
                 delay_ms = STORE_BACKOFF(failures.count + 1)
                 failures.failed(exc, retry_in_ms=delay_ms)
                 await self._wait(asyncio.sleep(delay_ms / 1000))
                 continue
+            self._contact.answered()
+            self._last_claim = time.monotonic()
             failures.succeeded()
             for job in jobs:
                 self._launch(job)
             if len(jobs) < free:
-                await self._wait(self.driver.wait_for_work(types, self.settings.poll_interval_ms))
+                # At most a heartbeat interval: an idle runner still hears from its store.
+                timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
+                await self._wait(self.driver.wait_for_work(types, timeout_ms))
+
+    async def _beat_loop(self) -> None:
+        interval_s = self.leases.sweep_interval_s
+        loop = asyncio.get_running_loop()
+        supervisor = self._supervisor
+        while not supervisor.stopping(HEARTBEAT_LOOP):
+            await supervisor.wait(asyncio.sleep(interval_s))
+            self.leases.sweep(loop.time(), interval_s)
 
     async def _wait(self, waiting: Awaitable[Any]) -> None:
-        """Await something ``stop()`` may interrupt by cancelling the loop."""
-        self._waiting = True
+        """Await something ``stop()`` may interrupt (through the supervisor)."""
         try:
-            await waiting
+            await self._supervisor.wait(waiting)
             self._wait_failures.succeeded()
-        except asyncio.CancelledError:
-            if not self._stopping:
-                raise
         except Exception as exc:
             # Back off, then claim again: a wake-up broken by a store outage must not leave an
             # idle runner deaf for a whole poll interval once the store is back.
             failures = self._wait_failures
             delay_ms = min(STORE_BACKOFF(failures.count + 1), self.settings.poll_interval_ms)
             failures.failed(exc, then=f"claiming again in {delay_ms} ms")
-            await asyncio.sleep(delay_ms / 1000)
-        finally:
-            self._waiting = False
+            await self._supervisor.wait(asyncio.sleep(delay_ms / 1000))
 
     async def _wait_for_slot(self) -> None:
         assert self._slot_freed is not None

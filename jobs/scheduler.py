@@ -56,23 +56,24 @@ registry has scanned the handlers), so a bad cron expression, time zone or paylo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from loguru import logger
 
 from .clock import Clock, SystemClock, to_datetime
 from .errors import JobsError, ScheduleError
-from .failures import FailureStreak
+from .failures import FailureStreak, describe_cause
+from .health import Health, StoreContact, build_health, store_name
 from .queue import JobQueue
 from .retry import exponential_backoff
 from .schedule import Schedule, occurrence_iso
 from .settings import JobsSettings
+from .supervision import Supervisor
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
@@ -86,6 +87,7 @@ MAX_ENQUEUE_TIMEOUT_MS = 600_000
 KEY_MARGIN_MS = 3_600_000
 MAX_OCCURRENCES_PER_PASS = 1_000
 CLOSE_GRACE_S = 5.0
+PASS_LOOP = "passes"
 
 
 @dataclass(slots=True)
@@ -144,8 +146,10 @@ class JobScheduler:
         self._given = tuple(schedules)
         self._schedules: tuple[Schedule, ...] | None = None
         self._retry_delay = exponential_backoff(min(1_000, interval), interval)
-        self._tasks: set[asyncio.Task[None]] = set()  # the loop, and one still ending
-        self._stop_event: asyncio.Event | None = None
+        self._supervisor = Supervisor("job scheduler")
+        self._contact = StoreContact()
+        self._started = False
+        self._stopping = False
         self._closed = False
         self._pass_failures = FailureStreak("job scheduler pass")
         self._enqueue_failures = FailureStreak("queuing scheduled jobs")
@@ -154,7 +158,24 @@ class JobScheduler:
 
     @property
     def is_running(self) -> bool:
-        return self._stop_event is not None and not self._stop_event.is_set()
+        """Started and not stopping (``health()`` says whether it works)."""
+        return self._started and not self._stopping
+
+    def health(self) -> Health:
+        """Running, the store answered within three pass intervals (when there are schedules
+        to queue), the pass loop alive."""
+        contact = self._contact
+        if not self._schedules:  # nothing to queue: the store is not this service's concern
+            contact = StoreContact()
+            contact.answered()
+        return build_health(
+            "job scheduler",
+            running=self.is_running,
+            contact=contact,
+            window_ms=3 * self.interval_ms,
+            supervisor=self._supervisor,
+            store_name=store_name(self.queue.driver),
+        )
 
     @property
     def schedules(self) -> tuple[Schedule, ...]:
@@ -170,20 +191,18 @@ class JobScheduler:
         if self.is_running:
             return
         self._schedules = self._collect()
-        self._stop_event = stop_event = asyncio.Event()
+        self._started, self._stopping = True, False
         if not self._schedules:
             logger.debug("job scheduler: no schedules declared")
             return
-        task = asyncio.get_running_loop().create_task(self._loop(stop_event), name="jobs.scheduler")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(_report_death)
+        self._supervisor.spawn(PASS_LOOP, self._loop)
         logger.info("job scheduler started: {}", ", ".join(s.key_prefix for s in self._schedules))
 
     def stop(self) -> None:
         """End the passes (one in progress stops before its next enqueue). Idempotent."""
-        if self._stop_event is not None:
-            self._stop_event.set()
+        if self._started:
+            self._stopping = True
+            self._supervisor.stop()
 
     async def close(self) -> None:
         """Stop, and wait for a pass in progress (cancelled after a few seconds). Idempotent.
@@ -192,12 +211,7 @@ class JobScheduler:
         """
         self._closed = True
         self.stop()
-        tasks = set(self._tasks)
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=CLOSE_GRACE_S)
-            for late in pending:
-                late.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._supervisor.close(timeout_s=CLOSE_GRACE_S)
 
     # -- passes --------------------------------------------------------------------------------
 
@@ -205,13 +219,14 @@ class JobScheduler:
         """Enqueue every schedule's current occurrences once (what each timed pass does)."""
         return await self._pass(lambda: False)
 
-    async def _loop(self, stop_event: asyncio.Event) -> None:
+    async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
+        supervisor = self._supervisor
         failures = 0
-        while not stop_event.is_set():
+        while not supervisor.stopping(PASS_LOOP):
             started = loop.time()
             try:
-                report = await self._pass(stop_event.is_set)
+                report = await self._pass(lambda: supervisor.stopping(PASS_LOOP))
                 failures = failures + 1 if report.failed else 0
                 self._pass_failures.succeeded()
             except Exception as exc:  # never let the loop die; the next pass tries again
@@ -220,8 +235,7 @@ class JobScheduler:
             delay_ms = self._retry_delay(failures) if failures else self.interval_ms
             remaining = started + delay_ms / 1000 - loop.time()
             if remaining > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop_event.wait(), remaining)
+                await supervisor.wait(asyncio.sleep(remaining))
 
     async def _pass(self, should_stop: Callable[[], bool]) -> PassReport:
         report = PassReport()
@@ -282,9 +296,11 @@ class JobScheduler:
             async with asyncio.timeout(self.enqueue_timeout_ms / 1000):
                 job_id = await self.queue.driver.enqueue(request)
         except Exception as exc:
+            self._store_failed(exc)
             self._enqueue_failures.failed(exc, then=f"{key} is left to the next pass")
             report.failed.append(key)
             return "timeout" if isinstance(exc, TimeoutError) else "failed"
+        self._contact.answered()
         self._enqueue_failures.succeeded()
         if job_id is None:
             report.dropped.append(key)
@@ -293,6 +309,15 @@ class JobScheduler:
             report.queued.append((key, job_id))
             logger.info("schedule {}: queued {} as job {}", schedule.key_prefix, key, job_id)
         return "done"
+
+    def _store_failed(self, exc: Exception) -> None:
+        if self._contact.last_answer is None and self._contact.last_error is None:
+            logger.error(
+                "job scheduler: its store {} cannot be reached: {}",
+                store_name(self.queue.driver),
+                describe_cause(exc),
+            )
+        self._contact.failed(exc)
 
     def _request(self, schedule: Schedule, occurrence: int) -> JobRequest:
         request = self.queue.build_request(
@@ -352,8 +377,3 @@ def _schedules_in(bean: object) -> list[Schedule]:
     if isinstance(bean, list | tuple) and bean and all(isinstance(s, Schedule) for s in bean):
         return list(bean)
     return []
-
-
-def _report_death(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.opt(exception=task.exception()).critical("job scheduler loop died")

@@ -15,6 +15,7 @@ from loguru import logger
 
 from .driver import ClaimedJob, JobDriver
 from .failures import FailureStreak, describe_cause
+from .health import StoreContact
 from .retry import exponential_backoff
 
 STORE_BACKOFF = exponential_backoff(100, 30_000)
@@ -23,17 +24,22 @@ STORE_BACKOFF = exponential_backoff(100, 30_000)
 class Settler:
     """Settles claimed jobs on ``driver``; each call returns False when the token was stale."""
 
-    def __init__(self, driver: JobDriver, lease_ms: int) -> None:
+    def __init__(
+        self, driver: JobDriver, lease_ms: int, contact: StoreContact | None = None
+    ) -> None:
         self.driver = driver
         self.lease_ms = lease_ms
+        self.contact = contact or StoreContact()
         self._failures = FailureStreak("settling jobs", level="WARNING")
 
     async def complete(self, job: ClaimedJob) -> bool:
         driver = self.driver
         try:
-            return await driver.complete(job.id, job.lease_token)
+            done = await driver.complete(job.id, job.lease_token)
         except Exception:
             return await self.call_store(lambda: driver.complete(job.id, job.lease_token))
+        self.contact.answered()
+        return done
 
     async def retry(self, job: ClaimedJob, *, delay_ms: int, error: str) -> bool:
         driver = self.driver
@@ -53,6 +59,7 @@ class Settler:
             try:
                 settled = await call()
             except Exception as exc:
+                self.contact.failed(exc)
                 failures += 1
                 delay_ms = STORE_BACKOFF(failures)
                 if time.monotonic() + delay_ms / 1000 > deadline:
@@ -66,5 +73,6 @@ class Settler:
                 self._failures.failed(exc, retry_in_ms=delay_ms)
                 await asyncio.sleep(delay_ms / 1000)
                 continue
+            self.contact.answered()
             self._failures.succeeded()
             return settled

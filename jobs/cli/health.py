@@ -1,13 +1,14 @@
-"""The worker's health: a store probe, the runner's state, and ``GET /healthz`` serving them.
+"""``GET /healthz`` on the worker's ``--health-port``: the health of the services it runs.
 
-Healthy means the store answered within the last three heartbeat intervals and the runner is
-claiming. The probe asks the store for its counts once per heartbeat interval (bounded by that
-interval), so a worker whose store refuses every call turns unhealthy within three intervals
-and healthy again at the first answer after it recovers.
+The report joins ``health()`` of the runner and, when this process runs them, of the outbox
+relay and the scheduler (``jobs.Health``: the store answered within three of the service's
+intervals, every supervised loop alive). 200 when every one is healthy, 503 otherwise; both
+carry the JSON report, with ``reason`` joining what is wrong. The services judge their store by
+the calls they make anyway, so serving the endpoint costs the store nothing.
 
-The endpoint is a Starlette app served by uvicorn on the worker's own event loop; uvicorn's
-signal handling is left to the worker (it owns SIGTERM and SIGINT), and the socket is bound
-before serving so a port in use is reported as bad input instead of uvicorn exiting.
+Served by uvicorn on the worker's own event loop; uvicorn's signal handling is left to the
+worker (it owns SIGTERM and SIGINT), and the socket is bound before serving so a port in use is
+reported as bad input instead of uvicorn exiting the process.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 import uvicorn
 from loguru import logger
@@ -26,66 +26,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ..driver import JobDriver
-from ..runner import JobRunner
+from ..health import Health
 from .errors import CliUsageError
-from .running import STORE_FAILURES, describe_failure
-from .target import describe_store
 
 
-class HealthProbe:
-    """Asks the store every heartbeat interval; ``report()`` says healthy or why not."""
+class HasHealth(Protocol):
+    def health(self) -> Health: ...
 
-    def __init__(self, driver: JobDriver, runner: JobRunner) -> None:
-        self.driver = driver
-        self.runner = runner
-        self.interval_s = runner.heartbeat_ms / 1000
-        self.last_ok: float | None = None
-        self.last_error: str | None = None
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="neverlost.health")
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _loop(self) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                async with asyncio.timeout(self.interval_s):
-                    await self.driver.counts()
-                self.last_ok = time.monotonic()
-                self.last_error = None
-            except TimeoutError:
-                self.last_error = f"no answer within {self.interval_s:g} s"
-            except STORE_FAILURES as exc:
-                self.last_error = describe_failure(exc)
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
-
-    def report(self) -> dict[str, Any]:
-        now = time.monotonic()
-        store_ok = self.last_ok is not None and now - self.last_ok <= 3 * self.interval_s
-        reasons = []
-        if not store_ok:
-            cause = self.last_error or "not probed yet"
-            reasons.append(f"store {describe_store(self.driver)} unreachable: {cause}")
-        if not self.runner.is_running:
-            reasons.append("the runner is not claiming (stopped or draining)")
-        return {
-            "healthy": not reasons,
-            "reason": "; ".join(reasons) or None,
-            "store": {
-                "name": describe_store(self.driver),
-                "reachable": store_ok,
-                "last_answer_s_ago": None if self.last_ok is None else round(now - self.last_ok, 3),
-                "last_error": self.last_error,
-            },
-            "runner": {"claiming": self.runner.is_running, "in_flight": self.runner.in_flight},
-        }
+def health_report(services: Sequence[HasHealth]) -> dict[str, Any]:
+    """One report for the worker: healthy when every service is, and why not."""
+    parts = [service.health() for service in services]
+    reasons = [f"{part.service}: {reason}" for part in parts for reason in part.reasons]
+    return {
+        "healthy": not reasons,
+        "reason": "; ".join(reasons) or None,
+        "services": {part.service: part.as_dict() for part in parts},
+    }
 
 
 class _QuietServer(uvicorn.Server):
@@ -95,20 +52,15 @@ class _QuietServer(uvicorn.Server):
 
 
 class HealthServer:
-    """``GET /healthz``: 200 and the report when healthy, 503 and the report (with its reason)
-    when not."""
+    """``GET /healthz``: 200 and the report when healthy, 503 and the report when not."""
 
-    def __init__(self, probe: HealthProbe, port: int, host: str = "0.0.0.0") -> None:
-        self.probe = probe
+    def __init__(self, services: Sequence[HasHealth], port: int, host: str = "0.0.0.0") -> None:
+        self.services = list(services)
         self.socket = _bind(host, port)
         app = Starlette(routes=[Route("/healthz", self._healthz, methods=["GET"])])
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
         self.server = _QuietServer(config)
         self._task: asyncio.Task[None] | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.socket.getsockname()[1])
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -123,7 +75,7 @@ class HealthServer:
         self.socket.close()
 
     async def _healthz(self, request: Request) -> JSONResponse:
-        report = self.probe.report()
+        report = health_report(self.services)
         return JSONResponse(report, status_code=200 if report["healthy"] else 503)
 
 

@@ -10,6 +10,13 @@ LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
 
 def configure_logging(level: str, *, json_lines: bool) -> None:
-    """Replace loguru's sinks with one on stderr (``serialize`` for ``--log-json``)."""
+    """Replace loguru's sinks with one on stderr (``serialize`` for ``--log-json``).
+
+    Tracebacks without loguru's variable dumps (``diagnose``), as loguru advises in
+    production: they would print payloads and connection strings, and make one store failure
+    dozens of lines longer.
+    """
     logger.remove()
-    logger.add(sys.stderr, level=level.upper(), serialize=json_lines, backtrace=False)
+    logger.add(
+        sys.stderr, level=level.upper(), serialize=json_lines, backtrace=False, diagnose=False
+    )

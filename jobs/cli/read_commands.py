@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -92,6 +92,12 @@ def stats(as_json: bool, watch: bool, interval: float, **params: Any) -> None:
         if not watch:
             out.print(_stats_renderable(await _stats_view(target), target.description))
             return
+        if not out.is_terminal:  # a log or a pipe: one table after the other, timestamped
+            while True:
+                view = await _stats_view(target)
+                out.print(f"-- {datetime.now(UTC).strftime('%H:%M:%S')}Z")
+                out.print(_stats_renderable(view, target.description))
+                await asyncio.sleep(interval)
         with Live(console=out, auto_refresh=False) as live:
             while True:
                 live.update(_stats_renderable(await _stats_view(target), target.description))

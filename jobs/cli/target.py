@@ -18,6 +18,7 @@ import click
 from framework import ApplicationContext, FrameworkError, start_lifecycles
 
 from ..driver import JobDriver
+from ..health import store_name
 from ..queue import JobQueue
 from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_QUEUE
 from .errors import CliUsageError
@@ -187,5 +188,5 @@ def redact(url: str) -> str:
 
 
 def describe_store(driver: JobDriver) -> str:
-    text = repr(driver)
-    return text if not text.startswith("<") else type(driver).__name__
+    """The store as the services' health reports name it (``jobs.health.store_name``)."""
+    return store_name(driver)

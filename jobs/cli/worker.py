@@ -29,7 +29,7 @@ from ..runner import JobRunner
 from ..tokens import JOB_DRIVER, JOB_QUEUE, JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY
 from .burst import nothing_due
 from .errors import CliUsageError, StoreError
-from .health import HealthProbe, HealthServer
+from .health import HasHealth, HealthServer
 from .loading import load_builder
 from .running import STORE_FAILURES, describe_failure
 from .target import describe_store
@@ -68,7 +68,6 @@ class WorkerProcess:
     async def run(self) -> int:
         self.context = context = await self._build()
         runner: JobRunner | None = None
-        probe: HealthProbe | None = None
         server: HealthServer | None = None
         try:
             driver = context.get_value(JOB_DRIVER)
@@ -80,7 +79,7 @@ class WorkerProcess:
             self.runner = runner = self._runner(context)
             await self._start(context)
             runner.start()
-            probe, server = self._start_health(driver, runner)
+            server = self._start_health(context, runner)
             logger.info(
                 "worker ready: {} on {}, concurrency {}, pid {}",
                 ", ".join(sorted(runner.registry.types)) or "no job types",
@@ -94,8 +93,6 @@ class WorkerProcess:
         finally:
             if server is not None:
                 await server.close()
-            if probe is not None:
-                await probe.close()
             if runner is not None:
                 await runner.close(drain_timeout_ms=0)  # idempotent; a failed boot leaves none
             await context.close()
@@ -182,16 +179,17 @@ class WorkerProcess:
             return self.options.relay
         return bool(getattr(bean, "auto_startup", False))
 
-    def _start_health(
-        self, driver: JobDriver, runner: JobRunner
-    ) -> tuple[HealthProbe | None, HealthServer | None]:
+    def _start_health(self, context: ApplicationContext, runner: JobRunner) -> HealthServer | None:
+        """Serve /healthz on the runner and on the relay and scheduler this process runs."""
         if self.options.health_port is None:
-            return None, None
-        probe = HealthProbe(driver, runner)
-        server = HealthServer(probe, self.options.health_port, self.options.health_host)
-        probe.start()
+            return None
+        services: list[HasHealth] = [runner]
+        for token in (OUTBOX_RELAY, JOB_SCHEDULER):
+            if token.name in context and context.get_value(token.name).is_running:
+                services.append(context.get_value(token.name))
+        server = HealthServer(services, self.options.health_port, self.options.health_host)
         server.start()
-        return probe, server
+        return server
 
     # -- running and stopping ------------------------------------------------------------------
 

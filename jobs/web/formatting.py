@@ -59,14 +59,15 @@ def duration(ms: int | float | None) -> str:
 
 
 def relative(value: datetime | int | None, now: int | None = None) -> str:
-    """``5 s ago`` or ``in 3 min`` against ``now`` (epoch ms)."""
+    """``5.2 s ago`` or ``in 3 min`` against ``now`` (epoch ms); whole minutes past a minute."""
     ms = epoch_ms(value)
     if ms is None:
         return "—"
     delta = (now if now is not None else now_ms()) - ms
     if abs(delta) < 1_000:
         return "now"
-    return f"{duration(delta)} ago" if delta > 0 else f"in {duration(-delta)}"
+    span = duration(abs(delta) // 60_000 * 60_000 if abs(delta) >= 60_000 else abs(delta))
+    return f"{span} ago" if delta > 0 else f"in {span}"
 
 
 def pretty_json(value: Any) -> str:

@@ -71,6 +71,7 @@ class DashboardGuard:
         existing = _cookie(scope, CSRF_COOKIE)
         scope["neverlost.csrf_cookie"] = existing or secrets.token_urlsafe(32)
         cookie_path = scope.get("root_path", "") or "/"
+        secure = "; Secure" if scope.get("scheme") == "https" else ""
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -82,7 +83,7 @@ class DashboardGuard:
                     headers.append(
                         "set-cookie",
                         f"{CSRF_COOKIE}={scope['neverlost.csrf_cookie']}; Path={cookie_path}; "
-                        "HttpOnly; SameSite=Strict",
+                        f"HttpOnly; SameSite=Strict{secure}",
                     )
             await send(message)
 

@@ -5,8 +5,8 @@ through an APP (``CliInProcessApp``, on the reference driver kept open across co
 through ``--url`` on fresh durable stores. The contents are made through the driver SPI, so
 every state is one the store reached itself.
 
-OPERATION_STORES lists the stores whose drivers implement the operations SPI (issue 10) today;
-the SQL and Redis drivers join as they implement it.
+The durable stores are those of DURABLE_WITH_OPERATIONS (conftest): the drivers that implement
+the operations SPI (issue 10) so far.
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from click.testing import CliRunner, Result
 from jobs import JobDriver, JobQueue, WorkerRegistration
 from jobs.cli import cli
 from tests.cli import app as cli_app
-from tests.cli.conftest import APP
+from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS
 from tests.stores import STORE_KINDS, StoreTarget
 
 IN_PROCESS_APP = "tests.cli.app:CliInProcessApp"
-DURABLE_WITH_OPERATIONS: tuple[str, ...] = ()  # "sqlite", "postgres", "redis" join (issue 10)
 OPERATION_STORES = [
     pytest.param("inprocess", id="inprocess"),
     *(kind for kind in STORE_KINDS if kind.values[0] in DURABLE_WITH_OPERATIONS),

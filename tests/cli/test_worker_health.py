@@ -40,15 +40,20 @@ async def test_healthz_turns_503_when_the_workers_redis_goes_away_and_200_when_i
             healthy = (await http.get("/healthz")).json()
             assert healthy["healthy"] is True
             assert healthy["reason"] is None
-            assert healthy["runner"]["claiming"] is True
+            runner = healthy["services"]["job runner"]
+            assert runner["running"] is True
+            assert runner["store_answered_ms_ago"] <= runner["store_window_ms"] == 3_000
+            assert runner["in_flight"] == 0
+            assert set(healthy["services"]) == {"job runner", "job scheduler"}  # no outbox here
 
             await server.stop()
             # Three heartbeat intervals of the app's 3 s lease (1 s each), and some slack.
             await wait_until(lambda: status_is(503), timeout=10, interval=0.1, message="503")
             down = (await http.get("/healthz")).json()
             assert down["healthy"] is False
-            assert "unreachable" in down["reason"]
-            assert "cli-health" in down["reason"]
+            assert down["reason"].startswith("job runner: its store RedisJobDriver(")
+            assert "namespace 'cli-health'" in down["reason"]
+            assert down["services"]["job runner"]["store_error"]
 
             await server.start()
             await wait_until(lambda: status_is(200), timeout=15, interval=0.1, message="200 again")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import signal
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from jobs import JobQueue
-from tests.cli.conftest import APP, SpawnCli, cli_env, read_ledger
+from jobs.cli import cli
+from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS, SpawnCli, cli_env, read_ledger
 from tests.stores import StoreTarget
 from tests.support import wait_until
 
@@ -28,6 +32,8 @@ async def test_a_worker_drains_its_jobs_and_exits_0_on_sigterm_with_nothing_acti
         await wait_until(
             lambda: _all_in(driver, quick, "completed"), timeout=30, message="20 jobs completed"
         )
+        if store_target.kind in DURABLE_WITH_OPERATIONS:
+            await _assert_listed(store_target, worker.process.pid)
         slow = await queue.enqueue("cli.sleep", {"ms": 1_500})
         await wait_until(
             lambda: any(e["job"] == slow for e in read_ledger(ledger)), timeout=15, message="start"
@@ -41,6 +47,17 @@ async def test_a_worker_drains_its_jobs_and_exits_0_on_sigterm_with_nothing_acti
         assert "worker stopped" in worker.log_text()
     finally:
         await driver.close()
+
+
+async def _assert_listed(target: StoreTarget, pid: int) -> None:
+    """``neverlost workers --json`` (in a thread: it runs its own event loop) lists the worker."""
+    option = "--namespace" if target.kind == "redis" else "--table-prefix"
+    args = ["workers", "--json", "--url", target.url, option, target.namespace]
+    result = await asyncio.to_thread(CliRunner().invoke, cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (listed,) = json.loads(result.stdout)["workers"]
+    assert (listed["pid"], listed["concurrency"], listed["in_flight"]) == (pid, 4, 0)
+    assert sorted(listed["types"]) == ["cli.block", "cli.fail", "cli.nightly", "cli.sleep"]
 
 
 async def _all_in(driver: object, ids: list[str | None], state: str) -> bool:
@@ -74,3 +91,21 @@ async def test_a_second_signal_cancels_the_jobs_in_flight_and_exits_1(
         assert info.attempts == 1
     finally:
         await driver.close()
+
+
+async def test_stats_watch_refreshes_until_interrupted_and_exits_0(
+    spawn_cli: SpawnCli, tmp_path: Path
+) -> None:
+    env = cli_env(StoreTarget.fresh("sqlite", tmp_path))
+    watch = await spawn_cli(
+        "stats", "tests.cli.app:CliInProcessApp", "--watch", "--interval", "0.2", env=env
+    )
+    await wait_until(
+        lambda: watch.log_text().count("jobs in SharedInProcessDriver") >= 3,
+        timeout=30,
+        interval=0.05,
+        message="three refreshes",
+    )
+    watch.signal(signal.SIGINT)
+    assert await watch.exit_code() == 0, watch.log_text()
+    assert "Traceback" not in watch.log_text()

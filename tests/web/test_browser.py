@@ -230,3 +230,42 @@ async def test_screenshots_of_the_overview_and_a_failed_job(browser: Any, tmp_pa
     for path in await capture(browser, tmp_path):
         assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         assert path.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+async def test_on_sqlite_a_failed_jobs_page_shows_its_error(
+    page: Any, serve: Serve, tmp_path: Path
+) -> None:
+    from orm_sqlalchemy import SQLAlchemyJobStore
+
+    store = SQLAlchemyJobStore(url=f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}")
+    async with scenario_context(store) as context:
+        queue = context.get_value(JOB_QUEUE)
+        job_id = await queue.enqueue("report.build", {"month": "2026-12"}, key="report:2026-12")
+        assert job_id is not None
+
+        async def failed() -> bool:
+            info = await queue.get_job(job_id)
+            return info is not None and info.state == "failed"
+
+        await wait_until(failed, message="the job to fail on SQLite")
+        async with serve(create_dashboard(context)) as url:
+            await page.goto(f"{url}/job/{job_id}")
+            await expect(page.get_by_test_id("job-state")).to_have_text("failed")
+            await expect(page.get_by_test_id("payload")).to_contain_text('"month": "2026-12"')
+            await expect(page.locator(".facts")).to_contain_text("report:2026-12")
+            await expect(page.get_by_test_id("error")).to_contain_text(
+                "ConnectionError: warehouse timed out building report 2026-12"
+            )
+
+
+async def test_the_jobs_list_shows_new_jobs_without_a_reload(
+    context: ApplicationContext, ids: dict[str, str], page: Any, serve: Serve
+) -> None:
+    queue = context.get_value(JOB_QUEUE)
+    async with serve(create_dashboard(context, refresh_ms=REFRESH_MS)) as url:
+        await page.goto(f"{url}/jobs?state=pending")
+        await expect(page.locator(f'tr[data-job-id="{ids["scheduled"]}"]')).to_be_visible()
+        await page.evaluate("window.__loaded = 'once'")
+        job_id = await queue.enqueue("invoice.export", {"invoice": 1})
+        await expect(page.locator(f'tr[data-job-id="{job_id}"]')).to_contain_text("pending")
+        assert await page.evaluate("window.__loaded") == "once"

@@ -341,3 +341,10 @@ async def test_job_page_shows_the_trace_id_of_the_enqueue(
     async with client_for(create_dashboard(queue)) as client:
         page = await client.get(f"/job/{job_id}")
     assert f'<dd class="mono">{trace_id}</dd>' in page.text
+
+
+async def test_the_csrf_cookie_is_secure_over_https(queue: JobQueue) -> None:
+    async with client_for(create_dashboard(queue), base_url="https://dashboard") as client:
+        page = await client.get("/")
+    assert "; Secure" in page.headers["set-cookie"]
+    assert "HttpOnly; SameSite=Strict" in page.headers["set-cookie"]

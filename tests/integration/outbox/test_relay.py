@@ -193,6 +193,10 @@ async def test_a_failing_store_is_explained_once_and_its_recovery_said(app: App)
         await wait_until(lambda: relay.stats["published"] == 1, message="published after it")
         await relay.close()
     said = [(log["level"], log["message"]) for log in logs]
+    assert said[0][0] == "ERROR"  # the first claim is the start's check of the store
+    assert said[0][1].startswith("outbox relay: its store ")
+    assert said[0][1].endswith(" cannot be reached: StoreUnavailableError: the database is down")
+    said = said[1:]
     assert said[:2] == [
         (
             "ERROR",

@@ -8,7 +8,11 @@ span's context).
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,9 +35,11 @@ from jobs import (
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyTransactionManager
 from redis_jobs import RedisJobDriver, delete_namespace
 from tests.integration.outbox.conftest import OutboxHarness
-from tests.stores import REDIS_URL
+from tests.stores import REDIS_URL, StoreTarget
 from tests.support import wait_until
 
+REPO = Path(__file__).resolve().parents[3]
+PROCESS_DEADLINE_S = 90.0
 DRIVERS = ["inprocess", "sql", pytest.param("redis", marks=pytest.mark.redis)]
 
 
@@ -143,3 +149,64 @@ async def test_one_trace_from_the_request_through_the_relay_to_the_job(
     batch_jobs = [j for j in jobs if j.context.trace_id == bulk_id.trace_id]
     assert sorted(parent_id(j) or 0 for j in batch_jobs) == sorted(p.context.span_id for p in batch)
     assert {j.attributes["job.outcome"] for j in jobs} == {"completed"}
+
+
+async def run_process(*args: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.integration.outbox.traced_process", *args,
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), PROCESS_DEADLINE_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(
+            f"{args[1]} process did not finish in {PROCESS_DEADLINE_S} s"
+        ) from None
+    assert process.returncode == 0, output.decode(errors="replace")[-3000:]
+
+
+def read_spans(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def test_the_trace_survives_the_stores_when_the_relay_and_the_worker_are_other_processes(
+    harness: OutboxHarness, span_exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    tm = SQLAlchemyTransactionManager(harness.engine())
+    outbox = harness.store(tm)
+    await harness.setup(outbox)
+    jobs = StoreTarget.fresh("redis" if harness.postgres else "sqlite", tmp_path)
+    tracer = trace.get_tracer("test")
+    requests = []
+    try:
+        for count in (1, 3):
+            with tracer.start_as_current_span("POST /orders", kind=SpanKind.SERVER) as request:
+                async with tm.transaction():
+                    for n in range(count):
+                        await outbox.append("order.placed", {"n": n})
+            requests.append(request.get_span_context())
+        common = ["--outbox-url", harness.url, "--prefix", harness.prefix, "--jobs"]
+        common += [jobs.to_json(), "--count", "4", "--spans"]
+        await run_process("--role", "relay", *common, str(tmp_path / "relay.jsonl"))
+        await run_process("--role", "worker", *common, str(tmp_path / "worker.jsonl"))
+    finally:
+        await jobs.drop()
+
+    publishes = read_spans(tmp_path / "relay.jsonl")
+    publishes = [s for s in publishes if s["name"] == "outbox.publish order.placed"]
+    executions = read_spans(tmp_path / "worker.jsonl")
+    executions = [s for s in executions if s["name"] == "jobs.job.order.placed"]
+    assert len(publishes) == 4
+    assert len(executions) == 4
+    request_traces = {f"0x{r.trace_id:032x}": f"0x{r.span_id:016x}" for r in requests}
+    for publish in publishes:  # a child of the request that appended the entry
+        assert request_traces[publish["context"]["trace_id"]] == publish["parent_id"]
+    for execution in executions:  # in the request's trace, from another process
+        assert execution["kind"] == "SpanKind.CONSUMER"
+        assert execution["context"]["trace_id"] in request_traces
+    per_trace = sorted(
+        sum(e["context"]["trace_id"] == t for e in executions) for t in request_traces
+    )
+    assert per_trace == [1, 3]

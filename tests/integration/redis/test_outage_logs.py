@@ -60,7 +60,7 @@ async def server(tmp_path: Path) -> AsyncIterator[RedisServer]:
 
 @contextlib.contextmanager
 def worker_log() -> Iterator[list[Any]]:
-    """Each record as a production stderr sink writes it (text), at INFO and above."""
+    """Each record as ``neverlost worker``'s sink writes it (``jobs.cli.logs``), at INFO."""
     written: list[Any] = []
     handler_id = logger.add(written.append, level="INFO", diagnose=False, backtrace=False)
     try:
