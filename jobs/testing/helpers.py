@@ -6,7 +6,7 @@ from collections.abc import Collection
 from typing import Any, Protocol
 
 from jobs.clock import ManualClock
-from jobs.driver import ClaimedJob, JobDriver
+from jobs.driver import ClaimedJob, JobDriver, JobInfo
 
 from .requests import new_request
 
@@ -39,3 +39,23 @@ async def claim_one(driver: JobDriver, types: Collection[str] = ALL) -> ClaimedJ
     claimed = await driver.claim(1, LEASE_MS, types)
     assert len(claimed) == 1, f"expected one claimable job, got {claimed}"
     return claimed[0]
+
+
+def ms(info: JobInfo, field: str) -> int | None:
+    value = getattr(info, field)
+    return None if value is None else round(value.timestamp() * 1000)
+
+
+async def info_of(driver: JobDriver, job_id: str) -> JobInfo:
+    info = await driver.get_job(job_id)
+    assert info is not None, f"job {job_id} is gone"
+    return info
+
+
+async def failed_job(driver: JobDriver, job_type: str = "t", **fields: object) -> str:
+    """A job that ran once and failed for good."""
+    job_id = await enqueue(driver, job_type, max_attempts=1, **fields)
+    claimed = await driver.claim(1, LEASE_MS, [job_type])
+    assert [c.id for c in claimed] == [job_id]
+    assert await driver.fail(job_id, claimed[0].lease_token, error="RuntimeError: boom")
+    return job_id
