@@ -68,6 +68,8 @@ class AttemptServices:
     backoff: Backoff
     timeout_grace_ms: int
     on_detach: Callable[[Attempt], None]
+    on_handler_done: Callable[[Attempt], None] = lambda attempt: None
+    """Called when the handler returned (before the settle): its slot may take the next job."""
 
 
 class Attempt:
@@ -134,6 +136,7 @@ class Attempt:
             finally:
                 deactivate(token)
                 self._cancel_timers()
+                self.services.on_handler_done(self)
             if self.detached:  # settled through on_detach after the grace period
                 return "detached"
             return await self.finish(error)

@@ -77,11 +77,13 @@ class JobRunner:
             backoff=backoff,
             timeout_grace_ms=self.settings.timeout_grace_ms,
             on_detach=self._detach,
+            on_handler_done=self._free_slot,
         )
         self.stats: dict[str, int] = dict.fromkeys(
             ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
+        self._busy: set[Attempt] = set()  # attempts whose handler runs: they hold the slots
         self._started = False
         self.worker_id = new_worker_id()
         self.presence = WorkerPresence(driver, self.heartbeat_ms, self._registration)
@@ -102,6 +104,11 @@ class JobRunner:
     def is_running(self) -> bool:
         """Started and not stopping: claiming (``health()`` says whether it works)."""
         return self._started and not self._stopping
+
+    @property
+    def running_handlers(self) -> int:
+        """Handlers running now: each holds one of ``concurrency`` slots (a settle does not)."""
+        return len(self._busy)
 
     @property
     def in_flight(self) -> int:
@@ -192,7 +199,11 @@ class JobRunner:
         failures = self._claim_failures
         concurrency = self.settings.concurrency
         while not self._stopping:
-            free = concurrency - len(self._attempts)
+            # A slot frees when its handler returns; the settle goes on beside the next job,
+            # with at most ``concurrency`` settles in flight.
+            free = min(
+                concurrency - len(self._busy), 2 * concurrency - len(self._attempts)
+            )
             if free <= 0:
                 await self._wait(self._wait_for_slot())
                 continue
@@ -247,6 +258,7 @@ class JobRunner:
         if handler is None:  # registered types only are claimed; this is a defect, not input
             raise JobsError(f"claimed job type {job.type!r} has no handler")
         attempt = Attempt(job, handler, self._services)
+        self._busy.add(attempt)
         attempt.task = self._track(attempt, attempt.run())
 
     def _track(self, attempt: Attempt, work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
@@ -255,8 +267,16 @@ class JobRunner:
         task.add_done_callback(self._on_attempt_done)
         return task
 
+    def _free_slot(self, attempt: Attempt) -> None:
+        if attempt in self._busy:
+            self._busy.discard(attempt)
+            if self._slot_freed is not None:
+                self._slot_freed.set()
+
     def _on_attempt_done(self, task: asyncio.Task[Outcome]) -> None:
         attempt = self._attempts.pop(task, None)
+        if attempt is not None:
+            self._busy.discard(attempt)
         if self._slot_freed is not None:
             self._slot_freed.set()
         if task.cancelled():
@@ -280,6 +300,7 @@ class JobRunner:
         )
         if attempt.task is not None:
             self._attempts.pop(attempt.task, None)
+        self._free_slot(attempt)
         self._track(attempt, attempt.finish(attempt.interruption_error()))
 
 

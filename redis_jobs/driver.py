@@ -63,7 +63,7 @@ from typing import Any
 from loguru import logger
 from redis import exceptions as redis_errors
 
-from jobs.clock import Clock, to_datetime
+from jobs.clock import Clock
 from jobs.driver import (
     JOB_STATES,
     LEASE_EXPIRED_ERROR,
@@ -74,19 +74,16 @@ from jobs.driver import (
     JobStateCounts,
 )
 from jobs.errors import DriverError
-from jobs.operations import OperationsNotImplemented
-from jobs.payload import decode_payload
 from jobs.settings import Retention
 
-from .errors import RedisScriptError, translate
+from .errors import translate
 from .keys import Keys
+from .operations import RedisOperations
+from .records import fields_of, job_info
 from .scripts import ScriptArg, ScriptRunner, Shared
 from .topology import RedisClient, Topology, client_from_url
+from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
 
-EXPIRY_MARGIN_MS = 60_000
-"""Real time a finished record outlives its retention, for clocks that differ from Redis's."""
-SIGNAL_CAP = 16
-SIGNAL_TTL_MS = 60_000
 MAX_CLAIM = 1_000
 """Jobs one claim call leases at most: bounds how long one script keeps Redis busy."""
 BLOCK_SHARE_OF_SOCKET_TIMEOUT = 0.8
@@ -98,7 +95,7 @@ SAFE_MEMORY_POLICY = "noeviction"
 """The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
-class RedisJobDriver(OperationsNotImplemented):
+class RedisJobDriver(RedisOperations):
     """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
 
     def __init__(
@@ -171,7 +168,15 @@ class RedisJobDriver(OperationsNotImplemented):
     def _enqueue_shared(self) -> Shared:
         keys = self._keys
         return (
-            [keys.counts, keys.job_prefix, keys.completed, keys.failed],
+            [
+                keys.counts,
+                keys.job_prefix,
+                keys.completed,
+                keys.failed,
+                keys.cancelled,
+                keys.state_prefix,
+                keys.types,
+            ],
             [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
         )
 
@@ -205,7 +210,7 @@ class RedisJobDriver(OperationsNotImplemented):
         if limit <= 0 or not wanted:
             return []
         keys = self._keys
-        names = [keys.job_prefix, keys.index_prefix, keys.counts, keys.failed]
+        names = [keys.job_prefix, keys.index_prefix, keys.counts, keys.failed, keys.state_prefix]
         for job_type in wanted:
             names += [keys.ready(job_type), keys.leased(job_type)]
         args: list[ScriptArg] = [self._now(), lease_ms, min(limit, MAX_CLAIM)]
@@ -238,7 +243,10 @@ class RedisJobDriver(OperationsNotImplemented):
         if job_type is None:
             return False
         keys = self._keys
-        shared: Shared = ([keys.counts], [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS])
+        shared: Shared = (
+            [keys.counts, keys.state_prefix],
+            [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
+        )
         job_keys = [
             keys.job(job_id),
             keys.leased(job_type),
@@ -255,27 +263,12 @@ class RedisJobDriver(OperationsNotImplemented):
         reply = await self._scripts.call("get", [self._keys.job(job_id)], [self._now()])
         if reply is None:
             return None
-        record = {self._text(reply[i]): self._text(reply[i + 1]) for i in range(0, len(reply), 2)}
-        try:
-            return JobInfo(
-                id=job_id,
-                type=record["type"],
-                state=_state(record["state"]),
-                payload=decode_payload(record["payload"]),
-                attempts=int(record["attempts"]),
-                max_attempts=int(record["max_attempts"]),
-                run_at=to_datetime(int(record["run_at"])),
-                last_error=record.get("last_error"),
-                key=record.get("key"),
-                timeout_ms=int(record["timeout_ms"]) if "timeout_ms" in record else None,
-            )
-        except (KeyError, ValueError) as exc:
-            raise RedisScriptError(f"job record of {job_id!r} is malformed: {exc!r}") from exc
+        return job_info(job_id, fields_of(reply, self._text))
 
     async def counts(self) -> JobStateCounts:
         self._check_open()
         keys = self._keys
-        names = [keys.counts, keys.completed, keys.failed]
+        names = [keys.counts, keys.completed, keys.failed, keys.cancelled]
         reply = await self._scripts.call("counts", names, [self._now()])
         counts = dict.fromkeys(JOB_STATES, 0)
         counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
@@ -367,7 +360,7 @@ class RedisJobDriver(OperationsNotImplemented):
             return False
         keys = self._keys
         shared: Shared = (
-            [keys.finished(state), keys.counts, keys.index_prefix],
+            [keys.finished(state), keys.counts, keys.index_prefix, keys.state_prefix],
             [self._now(), state, self._retention.of_state(state), EXPIRY_MARGIN_MS],
         )
         job_keys = [keys.job(job_id), keys.leased(job_type)]
@@ -413,7 +406,8 @@ async def _stop(task: asyncio.Task[Any]) -> None:
 
 
 def _claimed(fields: list[Any]) -> ClaimedJob:
-    job_id, job_type, payload, attempt, max_attempts, token, timeout, key, trace = fields
+    job_id, job_type, payload, attempt, max_attempts, token, timeout, key, trace = fields[:9]
+    reclaimed, run_at = fields[9:11]
     return ClaimedJob(
         id=job_id,
         type=job_type,
@@ -424,6 +418,8 @@ def _claimed(fields: list[Any]) -> ClaimedJob:
         timeout_ms=None if timeout is False else int(timeout),
         key=None if key is False else key,
         trace_context=None if trace is False else trace,
+        reclaimed=bool(reclaimed),
+        run_at_ms=int(run_at),
     )
 
 
@@ -440,11 +436,3 @@ def _optional(value: int | None) -> ScriptArg:
 def _token_type(token: str) -> str | None:
     parts = token.split(":", 2)
     return parts[2] if len(parts) == 3 else None
-
-
-def _state(text: str) -> JobState:
-    for state in JOB_STATES:
-        if state == text:
-            return state
-    raise ValueError(f"unknown job state {text!r}")
-

@@ -9,7 +9,15 @@
     {ns}:key:<key>       string  idempotency key -> id of the job holding it
     {ns}:completed       zset    completed jobs, score = end of retention (epoch ms)
     {ns}:failed          zset    failed jobs, likewise
+    {ns}:cancelled       zset    cancelled jobs, likewise
     {ns}:counts          hash    how many jobs are pending and active
+    {ns}:state:<state>   zset    jobs in a state, score = created_at (list_jobs pages these)
+    {ns}:state:<state>:<type>    zset    jobs of a type in a state, likewise
+    {ns}:types           set     the job types ever enqueued (stats walks them)
+    {ns}:workers         hash    worker id -> its registration (JSON)
+    {ns}:workers:seen    zset    worker id, score = when its registration expires
+
+States never hold ':', so ``state:<state>`` and ``state:<state>:<type>`` cannot collide.
 
 Ids, types and keys after the tag may hold any characters: the kind segment (``job:``,
 ``ready:`` ...) keeps the spaces apart. The namespace may not hold ``{`` or ``}``, which would
@@ -47,6 +55,7 @@ class Keys:
     """The key names of one namespace."""
 
     __slots__ = (
+        "cancelled",
         "completed",
         "counts",
         "failed",
@@ -54,6 +63,10 @@ class Keys:
         "job_prefix",
         "namespace",
         "prefix",
+        "state_prefix",
+        "types",
+        "workers",
+        "workers_seen",
     )
 
     def __init__(self, namespace: str) -> None:
@@ -64,6 +77,11 @@ class Keys:
         self.counts = self.prefix + "counts"
         self.completed = self.prefix + "completed"
         self.failed = self.prefix + "failed"
+        self.cancelled = self.prefix + "cancelled"
+        self.state_prefix = self.prefix + "state:"
+        self.types = self.prefix + "types"
+        self.workers = self.prefix + "workers"
+        self.workers_seen = self.prefix + "workers:seen"
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
@@ -81,7 +99,11 @@ class Keys:
         return self.index_prefix + key
 
     def finished(self, state: str) -> str:
-        return self.completed if state == "completed" else self.failed
+        return {"completed": self.completed, "cancelled": self.cancelled}.get(state, self.failed)
+
+    def state(self, state: str, job_type: str | None = None) -> str:
+        name = self.state_prefix + state
+        return name if job_type is None else name + ":" + job_type
 
     @property
     def pattern(self) -> str:

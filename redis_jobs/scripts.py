@@ -44,7 +44,10 @@ from jobs.errors import DriverError
 from .errors import ReplicationTimeoutError, refusal, translate
 from .topology import Topology
 
-SCRIPT_NAMES = ("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek")
+SCRIPT_NAMES = (
+    *("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek"),
+    *("cancel", "requeue", "purge", "list", "stats", "workers"),
+)
 MAX_BATCH = 200
 """Jobs per batched script call: bounds how long one call keeps Redis busy."""
 

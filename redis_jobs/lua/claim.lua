@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  job record prefix, '{ns}:job:'    KEYS[3]  counts hash
 -- KEYS[2]  idempotency-key prefix, '{ns}:key:'  KEYS[4]  failed zset
--- KEYS[3 + 2i]  ready zset of type i (i = 1..n)    KEYS[4 + 2i]  leased zset of type i
+-- KEYS[5]  state index prefix, '{ns}:state:'
+-- KEYS[4 + 2i]  ready zset of type i (i = 1..n)    KEYS[5 + 2i]  leased zset of type i
 --
 -- ARGV[1]  now ms, or '' for the server's TIME      ARGV[5]  failed retention ms
 -- ARGV[2]  lease ms                                 ARGV[6]  expiry margin ms
@@ -19,18 +20,18 @@
 --
 -- Returns a JSON array (one bulk string parses much faster than a nested reply) with one
 -- array per claimed job: id, type, payload, attempt, max_attempts, token, timeout_ms, key,
--- trace_context (the last three false when unset).
+-- trace_context (those three false when unset), reclaimed (its lease had expired), run_at.
 
 local now = now_ms(ARGV[1])
 local lease_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
-local prefix, index_prefix, counts, failed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, index_prefix, counts, failed, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 check_type_once(counts, 'hash')
 check_type_once(failed, 'zset')
 
 local candidates = {}
 for i = 1, #ARGV - 7 do
-  local job_type, ready, leased = ARGV[7 + i], KEYS[3 + 2 * i], KEYS[4 + 2 * i]
+  local job_type, ready, leased = ARGV[7 + i], KEYS[4 + 2 * i], KEYS[5 + 2 * i]
   for _, source in ipairs({{ready, 'pending'}, {leased, 'active'}}) do
     check_type_once(source[1], 'zset')
     local due = redis.call('ZRANGE', source[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
@@ -57,7 +58,8 @@ for _, c in ipairs(candidates) do
     break
   end
   c.key = prefix .. c.id
-  c.job = load_job(c.key, {'payload', 'timeout_ms', 'key', 'trace_context', 'keep_until'})
+  c.job = load_job(c.key, {'payload', 'timeout_ms', 'key', 'trace_context', 'keep_until',
+    'created_at', 'errors'})
   if c.job == nil then
     orphans[#orphans + 1] = c
   elseif not c.job.payload then
@@ -65,12 +67,17 @@ for _, c in ipairs(candidates) do
   elseif c.job.type ~= c.type or c.job.state ~= c.state then
     refuse('job record ' .. c.key .. ' is ' .. c.job.state .. ' but listed in ' .. c.from)
   elseif c.state == 'active' and c.job.attempts >= c.job.max_attempts then
+    check_state_indexes(sp, c.type, 'active', 'failed')
+    c.errors = with_error(c.job.errors, c.job.attempts, now, ARGV[7])
     if c.job.key then
       c.index = index_prefix .. c.job.key
       c.index_held = index_names(c.index, c.id)
     end
     expire[#expire + 1] = c
   else
+    if c.state == 'pending' then
+      check_state_indexes(sp, c.type, 'pending', 'active')
+    end
     take[#take + 1] = c
   end
 end
@@ -83,8 +90,9 @@ end
 for _, c in ipairs(expire) do
   finish({
     key = c.key, id = c.id, job = c.job, state = 'failed', error = ARGV[7], now = now,
-    retain = tonumber(ARGV[5]), margin = tonumber(ARGV[6]), leased = c.leased,
+    retain = tonumber(ARGV[5]), margin = tonumber(ARGV[6]), source = c.leased, from = 'active',
     finished = failed, counts = counts, index = c.index, index_held = c.index_held,
+    errors = c.errors, sp = sp,
   })
 end
 local reply = {}
@@ -98,11 +106,12 @@ for n, c in ipairs(take) do
     later_zrem(c.ready, c.id)
     later_count(counts, 'pending', -1)
     later_count(counts, 'active', 1)
+    later_move(sp, c.id, c.type, created_of(c.job), 'pending', 'active')
   end
   later_zadd(c.leased, lease_until, c.id)
   local job = c.job
   reply[n] = {c.id, c.type, job.payload, attempt, job.max_attempts, token,
-    job.timeout_ms, job.key, job.trace_context}
+    job.timeout_ms, job.key, job.trace_context, c.state == 'active', job.run_at}
 end
 write_later(0, 0)
 if #reply == 0 then

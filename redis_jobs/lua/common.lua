@@ -15,9 +15,10 @@
 local CORE = {'type', 'state', 'attempts', 'max_attempts', 'run_at'}
 local NUMERIC = {
   attempts = true, max_attempts = true, run_at = true, lease_until = true,
-  expires_at = true, keep_until = true, timeout_ms = true,
+  expires_at = true, keep_until = true, timeout_ms = true, created_at = true, finished_at = true,
 }
-local STATES = {pending = true, active = true, completed = true, failed = true}
+local STATES = {pending = true, active = true, completed = true, failed = true, cancelled = true}
+local MAX_ERRORS = 20
 
 local REFUSAL = 'JOBSCRIPT '
 
@@ -149,6 +150,29 @@ local function is_alive(job, key, now)
   return now < job.expires_at
 end
 
+-- The 'errors' field (JSON [[attempt, at, error], ...], newest last) with one more entry, the
+-- last MAX_ERRORS kept. Computed in a script's checks; written by its writes.
+local function with_error(errors, attempt, at, text)
+  local list = {}
+  if errors and errors ~= '' then
+    local ok, decoded = pcall(cjson.decode, errors)
+    if not ok or type(decoded) ~= 'table' then
+      refuse('job record has a malformed errors field')
+    end
+    list = decoded
+  end
+  list[#list + 1] = {attempt, at, text}
+  while #list > MAX_ERRORS do
+    table.remove(list, 1)
+  end
+  return cjson.encode(list)
+end
+
+-- When the job was created (records written before created_at existed: its run_at).
+local function created_of(job)
+  return job.created_at or job.run_at
+end
+
 -- Whether the idempotency-key index at index_key still names job id (read before writing).
 local function index_names(index_key, id)
   if not check_type(index_key, 'string') then
@@ -206,6 +230,31 @@ local function later_signal(key)
 end
 
 -- The key is kept at least ttl ms more (a finished set must outlive its longest member).
+local function later_sadd(key, member)
+  local values = bucket('sadd', key)
+  values[#values + 1] = member
+end
+
+-- The state indexes (sp = '{ns}:state:') of a job type in each state given: checked once.
+local function check_state_indexes(sp, job_type, ...)
+  for _, state in ipairs({...}) do
+    check_type_once(sp .. state, 'zset')
+    check_type_once(sp .. state .. ':' .. job_type, 'zset')
+  end
+end
+
+-- Moves a job between the state indexes (from or to may be nil: added, removed).
+local function later_move(sp, id, job_type, created, from, to)
+  if from then
+    later_zrem(sp .. from, id)
+    later_zrem(sp .. from .. ':' .. job_type, id)
+  end
+  if to then
+    later_zadd(sp .. to, int(created), id)
+    later_zadd(sp .. to .. ':' .. job_type, int(created), id)
+  end
+end
+
 local function later_keep(key, ttl)
   local values = bucket('keep', key)
   values[1] = math.max(values[1] or 0, ttl)
@@ -221,6 +270,8 @@ local function write_later(cap, signal_ttl)
       redis.call('ZADD', key, unpack(values))
     elseif kind == 'zrem' then
       redis.call('ZREM', key, unpack(values))
+    elseif kind == 'sadd' then
+      redis.call('SADD', key, unpack(values))
     elseif kind == 'count' then
       for _, field in ipairs({'pending', 'active'}) do
         if values[field] and values[field] ~= 0 then
@@ -244,26 +295,31 @@ local function write_later(cap, signal_ttl)
   end
 end
 
--- Moves an active job to 'completed' or 'failed'. All checks are the caller's: the record is
--- active and held, and index_held says whether its key index still names it. The record and
--- key index expire (real time) a margin after retention ends; until then, scripts judge by
--- expires_at on the script clock.
+-- Moves a pending or active job (f.from) to 'completed', 'failed' or 'cancelled'. All checks
+-- are the caller's: the record is in f.from (held, when active), f.source is the ready or leased
+-- zset it is listed in, index_held says whether its key index still names it, and f.errors is
+-- the new errors field when f.error is set. The record and key index expire (real time) a margin
+-- after retention ends; until then, scripts judge by expires_at on the script clock.
 local function finish(f)
   local expires_at = math.max(f.now + f.retain, f.job.keep_until or 0)
   local ttl = expires_at - f.now + f.margin
   if f.error then
     redis.call('HSET', f.key, 'state', f.state, 'expires_at', int(expires_at),
-      'last_error', f.error)
+      'finished_at', int(f.now), 'last_error', f.error, 'errors', f.errors)
   else
-    redis.call('HSET', f.key, 'state', f.state, 'expires_at', int(expires_at))
+    redis.call('HSET', f.key, 'state', f.state, 'expires_at', int(expires_at),
+      'finished_at', int(f.now))
   end
-  redis.call('HDEL', f.key, 'token', 'lease_until')
+  if f.from == 'active' then
+    redis.call('HDEL', f.key, 'token', 'lease_until')
+  end
   redis.call('PEXPIRE', f.key, ttl)
   if f.index_held then
     redis.call('PEXPIRE', f.index, ttl)
   end
-  later_zrem(f.leased, f.id)
+  later_zrem(f.source, f.id)
   later_zadd(f.finished, int(expires_at), f.id)
   later_keep(f.finished, ttl)
-  later_count(f.counts, 'active', -1)
+  later_count(f.counts, f.from, -1)
+  later_move(f.sp, f.id, f.job.type, created_of(f.job), f.from, f.state)
 end

@@ -1,7 +1,8 @@
 -- enqueue.lua: store one or more pending jobs, each unless a live job holds its idempotency key.
 --
 -- KEYS[1]  counts hash      KEYS[2]  job record prefix, '{ns}:job:'
--- KEYS[3]  completed zset   KEYS[4]  failed zset
+-- KEYS[3]  completed zset   KEYS[4]  failed zset      KEYS[5]  cancelled zset
+-- KEYS[6]  state index prefix, '{ns}:state:'          KEYS[7]  job types set
 -- then 4 per job:  record (hash), ready zset of its type, signal list of its type,
 --                  idempotency-key index (when the job has no key: the index prefix, untouched)
 --
@@ -17,9 +18,11 @@
 
 local now = now_ms(ARGV[1])
 local counts, prefix, completed, failed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local cancelled, sp, types = KEYS[5], KEYS[6], KEYS[7]
 local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 check_type_once(counts, 'hash')
+check_type_once(types, 'set')
 
 local function check(keys, args)
   local record, ready, signal_key, index = keys[1], keys[2], keys[3], keys[4]
@@ -27,9 +30,10 @@ local function check(keys, args)
   local has_key = string.find(flags, 'k', 1, true) ~= nil
   check_type_once(ready, 'zset')
   check_type_once(signal_key, 'list')
+  check_state_indexes(sp, args[2], 'pending')
   local stale = {}
   local existing = redis.call('EXISTS', record) == 1
-    and load_job(record, {'payload', 'expires_at'})
+    and load_job(record, {'payload', 'expires_at', 'created_at'})
   if existing then
     if is_alive(existing, record, now) then
       if existing.type == args[2] and existing.payload == args[3] then
@@ -37,24 +41,26 @@ local function check(keys, args)
       end
       return -1
     end
-    stale[#stale + 1] = id
+    stale[#stale + 1] = {id = id, job = existing}
   end
   if has_key and check_type(index, 'string') then
     local holder = redis.call('GET', index)
     if holder ~= id then
       local holder_key = prefix .. holder
-      local held = load_job(holder_key, {'expires_at'})
+      local held = load_job(holder_key, {'expires_at', 'created_at'})
       if held then
         if is_alive(held, holder_key, now) then
           return 0
         end
-        stale[#stale + 1] = holder
+        stale[#stale + 1] = {id = holder, job = held}
       end
     end
   end
-  if #stale > 0 then
+  for _, entry in ipairs(stale) do
     check_type_once(completed, 'zset')
     check_type_once(failed, 'zset')
+    check_type_once(cancelled, 'zset')
+    check_state_indexes(sp, entry.job.type, entry.job.state)
   end
   local run_at = now + tonumber(args[5])
   if args[6] ~= '' then
@@ -69,13 +75,15 @@ end
 local function apply(plan)
   local record, ready, signal_key, index = unpack(plan.keys)
   local args = plan.args
-  for _, stale_id in ipairs(plan.stale) do
-    redis.call('DEL', prefix .. stale_id)
-    later_zrem(completed, stale_id)
-    later_zrem(failed, stale_id)
+  for _, entry in ipairs(plan.stale) do
+    redis.call('DEL', prefix .. entry.id)
+    later_zrem(completed, entry.id)
+    later_zrem(failed, entry.id)
+    later_zrem(cancelled, entry.id)
+    later_move(sp, entry.id, entry.job.type, 0, entry.job.state, nil)
   end
   redis.call('HSET', record, 'type', args[2], 'payload', args[3], 'state', 'pending',
-    'attempts', '0', 'max_attempts', args[4], 'run_at', plan.run_at)
+    'attempts', '0', 'max_attempts', args[4], 'run_at', plan.run_at, 'created_at', int(now))
   local optional = {}
   if args[7] ~= '' then
     optional[#optional + 1] = 'timeout_ms'
@@ -100,11 +108,13 @@ local function apply(plan)
     redis.call('SET', index, args[1])
   end
   later_zadd(ready, plan.run_at, args[1])
+  later_move(sp, args[1], args[2], now, nil, 'pending')
+  later_sadd(types, args[2])
   later_count(counts, 'pending', 1)
   later_signal(signal_key)
   return 1
 end
 
-local results = for_each_job(4, 4, 3, 11, check, apply)
+local results = for_each_job(7, 4, 3, 11, check, apply)
 write_later(cap, signal_ttl)
 return results

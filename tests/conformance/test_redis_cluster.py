@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from jobs.testing import OPERATIONS_CASES, DriverConformance, DriverHarness
+from jobs.testing import DriverConformance, DriverHarness
 from tests.integration.redis.harness import RedisHarness, cluster_at
 from tests.integration.redis.topologies import PrivateCluster
 
@@ -28,10 +28,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster
 
 
 class TestRedisClusterDriver(DriverConformance):
-    skipped_cases = dict.fromkeys(
-        OPERATIONS_CASES, "operations SPI not yet implemented on this driver (issue 10)"
-    )
-
     @pytest.fixture
     async def driver_harness(self, cluster: PrivateCluster) -> AsyncIterator[DriverHarness]:
         harness = RedisHarness(connect=cluster_at(cluster.url))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -12,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from framework import ApplicationContext
-from jobs import JOB_QUEUE, JobQueue
+from jobs import JOB_QUEUE, InProcessJobDriver, JobPage, JobQueue
 from jobs.web import create_dashboard
 from tests.support import wait_until
 
@@ -348,3 +349,29 @@ async def test_the_csrf_cookie_is_secure_over_https(queue: JobQueue) -> None:
         page = await client.get("/")
     assert "; Secure" in page.headers["set-cookie"]
     assert "HttpOnly; SameSite=Strict" in page.headers["set-cookie"]
+
+
+class CountingDriver(InProcessJobDriver):
+    """The reference driver, recording the page sizes the dashboard asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages: list[int] = []
+
+    async def list_jobs(self, **arguments: Any) -> JobPage:
+        self.pages.append(arguments["limit"])
+        return await super().list_jobs(**arguments)
+
+
+async def test_pages_read_one_page_of_the_store_not_every_job() -> None:
+    driver = CountingDriver()
+    queue = JobQueue(driver)
+    for number in range(1_500):
+        await queue.enqueue("email.send", {"n": number})
+    async with client_for(create_dashboard(queue)) as client:
+        page = await client.get("/jobs", params={"limit": "20"})
+        assert driver.pages == [20]
+        assert page.text.count("data-job-id=") == 20
+        driver.pages.clear()
+        await client.get("/")  # the throughput chart reads finished jobs only, page by page
+    assert sum(driver.pages) <= 2 * 200

@@ -31,6 +31,7 @@
     inFlight = true;
     try {
       const response = await fetch(location.href, { credentials: "same-origin", cache: "no-store" });
+      if (response.status === 404) { say("This job no longer exists (deleted or pruned).", false); return; }
       if (!response.ok) { setStatus("offline"); return; }
       const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
       for (const region of document.querySelectorAll("[data-live][id]")) {

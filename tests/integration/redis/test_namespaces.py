@@ -94,7 +94,10 @@ async def test_every_key_of_a_namespace_carries_its_hash_tag(
     keys = await namespace_keys(admin, driver.namespace)
     prefix = ("{" + driver.namespace + "}:").encode()
     kinds = {key[len(prefix) :].split(b":")[0] for key in keys}
-    expected = {b"job", b"ready", b"leased", b"signal", b"key", b"completed", b"failed", b"counts"}
+    expected = {
+        *(b"job", b"ready", b"leased", b"signal", b"key", b"completed", b"failed", b"counts"),
+        *(b"state", b"types"),
+    }
     assert kinds == expected
     assert all(key.startswith(prefix) for key in keys)
     assert {key_slot(key) for key in keys} == {key_slot(prefix)}

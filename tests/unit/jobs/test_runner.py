@@ -252,7 +252,9 @@ class RecordingDriver:
             raise StoreUnavailableError("store is down (test)")
         self.claim_limits.append(limit)
         if self.runner is not None:
-            self.free_slots.append(self.runner.settings.concurrency - self.runner.in_flight)
+            self.free_slots.append(
+                self.runner.settings.concurrency - self.runner.running_handlers
+            )
         return await self.inner.claim(limit, lease_ms, types)
 
     async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
@@ -415,3 +417,41 @@ async def test_retry_logs_a_warning_and_terminal_failure_an_error() -> None:
     assert error["message"].startswith(f"job t ({job_id}) failed for good after attempt 2/2")
     assert warning["extra"] == {"job_id": job_id, "job_type": "t", "attempt": 1}
     assert error["extra"] == {"job_id": job_id, "job_type": "t", "attempt": 2}
+
+
+async def test_a_slot_takes_the_next_job_while_the_last_one_settles() -> None:
+    class SlowSettles(InProcessJobDriver):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = asyncio.Event()
+            self.pending_settles = 0
+
+        async def complete(self, job_id: str, lease_token: str) -> bool:
+            self.pending_settles += 1
+            await self.release.wait()
+            return await super().complete(job_id, lease_token)
+
+    driver = SlowSettles()
+    started: list[Any] = []
+    registry = JobHandlerRegistry()
+
+    async def handler(payload: Any) -> None:
+        started.append(payload)
+
+    registry.register("t", handler)
+    runner = JobRunner(driver, registry, JobsSettings(concurrency=1))
+    queue = JobQueue(driver)
+    for n in range(3):
+        await queue.enqueue("t", n)
+    runner.start()
+    # One slot: the second handler ran while the first job's settle still waited on the store;
+    # the third waits, since at most ``concurrency`` settles are in flight beside the slots.
+    await wait_until(lambda: driver.pending_settles == 2, message="two settles waiting")
+    assert started == [0, 1]
+    assert (runner.running_handlers, runner.in_flight) == (0, 2)
+    await asyncio.sleep(0.05)
+    assert started == [0, 1]
+    driver.release.set()
+    await wait_until(lambda: runner.stats["completed"] == 3, message="all settled")
+    assert started == [0, 1, 2]
+    await runner.close()

@@ -1,0 +1,37 @@
+-- cancel.lua: a pending or active job becomes cancelled (finished); an active one's token goes.
+--
+-- KEYS[1]  namespace prefix, '{ns}:' (the ready, leased, key, state keys are spelled from it)
+-- KEYS[2]  job record (hash)
+-- ARGV[1]  now ms, or '' for the server's TIME
+-- ARGV[2]  id    ARGV[3]  retention ms (as failed)    ARGV[4]  expiry margin ms
+--
+-- Returns 1 cancelled, 0 (nothing written) finished or unknown. The holder of a revoked lease
+-- finds its token gone: its heartbeat and settle are refused.
+
+local now = now_ms(ARGV[1])
+local ns, key, id = KEYS[1], KEYS[2], ARGV[2]
+local sp = ns .. 'state:'
+
+local job = load_job(key, {'key', 'keep_until', 'created_at', 'expires_at'})
+if job == nil or (job.state ~= 'pending' and job.state ~= 'active') then
+  return 0
+end
+local source = ns .. (job.state == 'pending' and 'ready:' or 'leased:') .. job.type
+local counts, cancelled = ns .. 'counts', ns .. 'cancelled'
+check_type_once(source, 'zset')
+check_type_once(counts, 'hash')
+check_type_once(cancelled, 'zset')
+check_state_indexes(sp, job.type, job.state, 'cancelled')
+local index, index_held = nil, false
+if job.key then
+  index = ns .. 'key:' .. job.key
+  index_held = index_names(index, id)
+end
+
+finish({
+  key = key, id = id, job = job, state = 'cancelled', now = now, retain = tonumber(ARGV[3]),
+  margin = tonumber(ARGV[4]), source = source, from = job.state, finished = cancelled,
+  counts = counts, index = index, index_held = index_held, sp = sp,
+})
+write_later(0, 0)
+return 1

@@ -1,0 +1,68 @@
+-- purge.lua: delete one or more jobs that are in one of the given states, freeing their keys.
+--
+-- KEYS[1]  namespace prefix, '{ns}:' (the ready, key, state, finished keys are spelled from it)
+-- then 1 per job:  record (hash)
+-- ARGV[1]  now ms, or '' for the server's TIME
+-- ARGV[2]  states, comma-separated (never 'active': a worker holds those)
+-- ARGV[3]  job type, or '' for any      ARGV[4]  older than ms, or '' for any age
+-- then 1 per job:  id
+--
+-- A job goes only if it is in ARGV[2], of ARGV[3], and (with a cutoff) finished, or for a
+-- pending one created, at least ARGV[4] ms ago by the script clock. Returns per job: 1 deleted, 0 kept.
+
+local now = now_ms(ARGV[1])
+local ns = KEYS[1]
+local sp, counts = ns .. 'state:', ns .. 'counts'
+local wanted = {}
+for state in string.gmatch(ARGV[2], '[^,]+') do
+  if state ~= 'active' then
+    wanted[state] = true
+  end
+end
+local only_type = ARGV[3]
+local cutoff = ARGV[4] ~= '' and now - tonumber(ARGV[4]) or nil
+
+check_type_once(counts, 'hash')
+
+local function check(keys, args)
+  local job = load_job(keys[1], {'key', 'created_at', 'finished_at'})
+  if job == nil or not wanted[job.state] then
+    return 0
+  end
+  if only_type ~= '' and job.type ~= only_type then
+    return 0
+  end
+  if cutoff and (job.finished_at or created_of(job)) > cutoff then
+    return 0
+  end
+  local plan = {key = keys[1], id = args[1], job = job}
+  if job.state == 'pending' then
+    plan.source = ns .. 'ready:' .. job.type
+  else
+    plan.source = ns .. job.state
+  end
+  check_type_once(plan.source, 'zset')
+  check_state_indexes(sp, job.type, job.state)
+  if job.key then
+    plan.index = ns .. 'key:' .. job.key
+    plan.index_held = index_names(plan.index, args[1])
+  end
+  return nil, plan
+end
+
+local function apply(plan)
+  redis.call('DEL', plan.key)
+  if plan.index_held then
+    redis.call('DEL', plan.index)
+  end
+  later_zrem(plan.source, plan.id)
+  if plan.job.state == 'pending' then
+    later_count(counts, 'pending', -1)
+  end
+  later_move(sp, plan.id, plan.job.type, 0, plan.job.state, nil)
+  return 1
+end
+
+local results = for_each_job(1, 1, 4, 1, check, apply)
+write_later(0, 0)
+return results

@@ -1,0 +1,61 @@
+-- requeue.lua: an operator's retry of one or more failed or cancelled jobs: pending, due now.
+--
+-- KEYS[1]  namespace prefix, '{ns}:' (the ready, signal, key, state keys are spelled from it)
+-- then 1 per job:  record (hash)
+-- ARGV[1]  now ms, or '' for the server's TIME    ARGV[2]  signal list cap    ARGV[3]  signal TTL
+-- then 1 per job:  id
+--
+-- Each job gets exactly one more attempt (max_attempts = attempts + 1) and keeps its id, key,
+-- payload and errors; it no longer expires. Returns per job: 1 requeued, 0 (nothing written)
+-- in any other state or unknown.
+
+local now = now_ms(ARGV[1])
+local ns = KEYS[1]
+local sp, counts = ns .. 'state:', ns .. 'counts'
+local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+
+check_type_once(counts, 'hash')
+
+local function check(keys, args)
+  local job = load_job(keys[1], {'key', 'created_at', 'expires_at'})
+  if job == nil or (job.state ~= 'failed' and job.state ~= 'cancelled') then
+    return 0
+  end
+  if not is_alive(job, keys[1], now) then
+    return 0
+  end
+  local plan = {
+    key = keys[1], id = args[1], job = job, ready = ns .. 'ready:' .. job.type,
+    signal = ns .. 'signal:' .. job.type, finished = ns .. job.state,
+  }
+  check_type_once(plan.ready, 'zset')
+  check_type_once(plan.signal, 'list')
+  check_type_once(plan.finished, 'zset')
+  check_state_indexes(sp, job.type, job.state, 'pending')
+  if job.key then
+    plan.index = ns .. 'key:' .. job.key
+    plan.index_held = index_names(plan.index, args[1])
+  end
+  return nil, plan
+end
+
+local function apply(plan)
+  local job = plan.job
+  redis.call('HSET', plan.key, 'state', 'pending', 'run_at', int(now),
+    'max_attempts', int(job.attempts + 1))
+  redis.call('HDEL', plan.key, 'finished_at', 'expires_at')
+  redis.call('PERSIST', plan.key)
+  if plan.index_held then
+    redis.call('PERSIST', plan.index)
+  end
+  later_zrem(plan.finished, plan.id)
+  later_zadd(plan.ready, int(now), plan.id)
+  later_count(counts, 'pending', 1)
+  later_move(sp, plan.id, job.type, created_of(job), job.state, 'pending')
+  later_signal(plan.signal)
+  return 1
+end
+
+local results = for_each_job(1, 1, 3, 1, check, apply)
+write_later(cap, signal_ttl)
+return results

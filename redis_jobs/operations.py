@@ -1,0 +1,227 @@
+"""The operations SPI on Redis: list, find, requeue, cancel, purge, delete, stats, workers.
+
+Each change is one script call per job (``redis_jobs/lua/``: cancel, requeue, purge), fenced
+like every transition: the script checks the job's state itself, so a requeue racing a claim,
+a cancel racing a complete or a purge racing a requeue leave the job in one state and the loser
+gets 0 (False, not counted). Bulk calls (``requeue_failed``, ``purge``) read the state index a
+chunk at a time and send each chunk as one batch call (one round trip), each job its own atomic
+step. ``list_jobs`` pages the state indexes (``{ns}:state:<state>[:<type>]``, by created_at),
+so a page costs the same however many jobs are stored; ``stats`` reads per-type sorted sets
+in one script. Worker registrations live in ``{ns}:workers`` and expire with their ttl.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+from jobs.clock import to_datetime
+from jobs.driver import JobInfo, JobState
+from jobs.operations import (
+    JobPage,
+    JobTypeStats,
+    WorkerInfo,
+    WorkerRegistration,
+    decode_cursor,
+    encode_cursor,
+)
+from jobs.settings import Retention
+
+from .keys import Keys
+from .records import fields_of, job_info
+from .scripts import ScriptArg, ScriptRunner, Shared
+from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
+
+CHUNK = 500
+"""Jobs a bulk call reads from an index and changes per round trip."""
+ANY_STATE_BUT_ACTIVE = "pending,completed,failed,cancelled"
+
+
+class RedisOperations:
+    """Mixed into RedisJobDriver: the operations SPI over its keys and scripts."""
+
+    _keys: Keys
+    _scripts: ScriptRunner
+    _retention: Retention
+    _client: Any
+    _text: Callable[[Any], str]
+    _now: Callable[[], str]
+    _check_open: Callable[[], None]
+    get_job: Callable[[str], Awaitable[JobInfo | None]]
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        self._check_open()
+        after = decode_cursor(cursor) if cursor is not None else None
+        args: list[ScriptArg] = [
+            self._now(),
+            state or "",
+            job_type or "",
+            limit,
+            "" if after is None else after[0],
+            "" if after is None else after[1],
+        ]
+        reply = await self._scripts.call("list", [self._keys.prefix], args)
+        jobs: list[JobInfo] = []
+        last: tuple[int, str] | None = None
+        for i in range(1, len(reply), 2):
+            job_id, record = self._text(reply[i]), fields_of(reply[i + 1], self._text)
+            jobs.append(job_info(job_id, record))
+            last = (int(record.get("created_at", record["run_at"])), job_id)
+        more = int(reply[0]) == 1 and last is not None
+        return JobPage(jobs=jobs, next_cursor=encode_cursor(*last) if more and last else None)
+
+    async def find_job(self, key: str) -> JobInfo | None:
+        self._check_open()
+        holder = await self._client.get(self._keys.index(key))
+        if holder is None:
+            return None
+        info = await self.get_job(self._text(holder))
+        return info if info is not None and info.key == key else None
+
+    async def requeue(self, job_id: str) -> bool:
+        self._check_open()
+        keys = self._keys
+        return bool(
+            await self._scripts.per_job(
+                "requeue", self._requeue_shared(), [keys.job(job_id)], [job_id]
+            )
+        )
+
+    async def requeue_failed(self, job_type: str | None = None) -> int:
+        self._check_open()
+        return await self._each_listed(
+            self._keys.state("failed", job_type), "requeue", self._requeue_shared()
+        )
+
+    async def cancel(self, job_id: str) -> bool:
+        self._check_open()
+        keys = self._keys
+        args: list[ScriptArg] = [self._now(), job_id, self._retention.failed_ms, EXPIRY_MARGIN_MS]
+        reply = await self._scripts.call(
+            "cancel", [keys.prefix, keys.job(job_id)], args, durable=True
+        )
+        return bool(reply)
+
+    async def purge(
+        self,
+        states: Collection[JobState],
+        job_type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        self._check_open()
+        wanted = [state for state in dict.fromkeys(states) if state != "active"]
+        shared: Shared = (
+            [self._keys.prefix],
+            [
+                self._now(),
+                ",".join(wanted),
+                job_type or "",
+                "" if older_than_ms is None else older_than_ms,
+            ],
+        )
+        purged = 0
+        for state in wanted:
+            purged += await self._each_listed(self._keys.state(state, job_type), "purge", shared)
+        return purged
+
+    async def delete(self, job_id: str) -> bool:
+        self._check_open()
+        shared: Shared = ([self._keys.prefix], [self._now(), ANY_STATE_BUT_ACTIVE, "", ""])
+        [deleted] = await self._scripts.batch(
+            "purge", shared, [([self._keys.job(job_id)], [job_id])]
+        )
+        return bool(deleted)
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        self._check_open()
+        reply = json.loads(await self._scripts.call("stats", [self._keys.prefix], [self._now()]))
+        result = {}
+        for job_type in sorted(reply):
+            due, scheduled, active, completed, failed, cancelled, oldest = reply[job_type]
+            result[job_type] = JobTypeStats(
+                type=job_type,
+                due=int(due),
+                scheduled=int(scheduled),
+                active=int(active),
+                completed=int(completed),
+                failed=int(failed),
+                cancelled=int(cancelled),
+                oldest_due_age_ms=None if oldest < 0 else int(oldest),
+            )
+        return result
+
+    async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
+        self._check_open()
+        registration = json.dumps(
+            {
+                "id": worker.id,
+                "host": worker.host,
+                "pid": worker.pid,
+                "types": list(worker.types),
+                "concurrency": worker.concurrency,
+                "in_flight": worker.in_flight,
+            }
+        )
+        args: list[ScriptArg] = [self._now(), "register", worker.id, registration, ttl_ms]
+        await self._scripts.call("workers", self._worker_keys(), args)
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        self._check_open()
+        args: list[ScriptArg] = [self._now(), "deregister", worker_id]
+        await self._scripts.call("workers", self._worker_keys(), args)
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        self._check_open()
+        reply = await self._scripts.call("workers", self._worker_keys(), [self._now(), "list"])
+        workers = [_worker(record) for record in json.loads(reply)]
+        return sorted(workers, key=lambda worker: (worker.started_at, worker.id))
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _requeue_shared(self) -> Shared:
+        return ([self._keys.prefix], [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS])
+
+    def _worker_keys(self) -> list[str]:
+        return [self._keys.workers, self._keys.workers_seen]
+
+    async def _each_listed(self, index: str, script: str, shared: Shared) -> int:
+        """Run ``script`` on every job listed in ``index``, a chunk a round trip; how many moved.
+
+        A job the script leaves alone stays listed, so the next chunk starts past the kept ones.
+        """
+        moved = 0
+        offset = 0
+        while True:
+            members = await self._client.zrange(index, offset, offset + CHUNK - 1)
+            if not members:
+                return moved
+            ids = [self._text(member) for member in members]
+            results = await self._scripts.batch(
+                script, shared, [([self._keys.job(job_id)], [job_id]) for job_id in ids]
+            )
+            changed = sum(1 for result in results if result)
+            moved += changed
+            offset += len(ids) - changed
+
+
+def _worker(record: dict[str, Any]) -> WorkerInfo:
+    types = record.get("types") or []
+    return WorkerInfo(
+        id=str(record["id"]),
+        host=str(record["host"]),
+        pid=int(record["pid"]),
+        types=tuple(types) if isinstance(types, list) else (),  # cjson writes [] as {}
+        concurrency=int(record["concurrency"]),
+        in_flight=int(record["in_flight"]),
+        started_at=to_datetime(int(record["started_at"])),
+        last_seen=to_datetime(int(record["last_seen"])),
+    )
+
