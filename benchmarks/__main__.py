@@ -16,6 +16,7 @@ from loguru import logger
 from .drivers import FACTORIES, DriverFactory
 from .listing import listing_row
 from .outbox import commit_to_handler
+from .outbox_cost import PRODUCERS, outbox_cost
 from .scenarios import drain_rate, enqueue_rate, start_latency
 
 
@@ -86,8 +87,25 @@ async def main(argv: list[str]) -> int:
             print(f"| {kind} | unavailable: {type(exc).__name__}: {exc} |")
             continue
         print(f"| {kind} | {_fmt(p50, 2)} | {_fmt(p99, 2)} |", flush=True)
+    await _outbox_cost(args.runs)
     await _listing(args.listing, args.listing_jobs)
     return 0
+
+
+async def _outbox_cost(runs: int) -> None:
+    print(
+        f"\nOutbox cost: {PRODUCERS} concurrent producers committing a row, with and without "
+        "an outbox entry in the same transaction (PostgreSQL, 5 s each)\n"
+    )
+    print("| transaction | commits/s | p99 commit ms |")
+    print("|---|---|---|")
+    try:
+        rows = await outbox_cost(runs)
+    except Exception as exc:
+        print(f"| postgres | unavailable: {type(exc).__name__}: {exc} |")
+        return
+    for row in rows:
+        print("| " + " | ".join(row) + " |", flush=True)
 
 
 async def _listing(drivers: str, total: int) -> None:

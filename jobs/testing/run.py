@@ -217,8 +217,9 @@ class _Watch:
     async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
         epoch = self._epoch
         if self.claims >= self._max_runs:
-            self.exhausted = True
-            if not self.in_flight():
+            stats = await self._driver.stats()
+            self.exhausted = any(stats[t].due for t in types if t in stats)
+            if epoch == self._epoch and not self.in_flight():
                 self._idle.set()
             return []
         limit = min(limit, self._max_runs - self.claims)

@@ -107,9 +107,3 @@ WHERE expires_at <= {now} AND id IN (
     LIMIT :batch FOR UPDATE SKIP LOCKED
 )
 RETURNING 1;
-
--- name: notify
--- Wake listeners for job types that became due. Sent on its own, after the writes: a NOTIFY
--- takes a database-wide lock at commit, so in the enqueue's own transaction it would
--- serialize every enqueue's commit.
-SELECT pg_notify(:channel, job_type) FROM unnest(CAST(:types AS text[])) AS job_type;

@@ -153,6 +153,15 @@ async def test_a_job_that_enqueues_itself_forever_is_reported(
         await run_jobs(jobs_context, max_runs=20)
 
 
+async def test_max_runs_reached_with_nothing_left_due_is_not_an_error(
+    jobs_context: ApplicationContext, jobs_queue: JobQueue
+) -> None:
+    for invoice in (1, 2):
+        await jobs_queue.enqueue(SEND_RECEIPT, {"invoice_id": invoice})
+    runs = await run_jobs(jobs_context, max_runs=2)
+    assert [run.ok for run in runs] == [True, True]
+
+
 async def test_enqueued_decodes_payloads_into_their_models_and_filters(
     jobs_context: ApplicationContext, jobs_queue: JobQueue
 ) -> None:
