@@ -133,6 +133,8 @@ async def test_a_job_that_keeps_failing_ends_failed_after_its_attempts(
     await jobs_queue.enqueue(SEND_RECEIPT, {"invoice_id": 7})
     [run] = await run_jobs(jobs_context, advance_clock=True)
     assert (run.state, run.attempts) == ("failed", 3)
+    assert [error.attempt for error in run.errors] == [1, 2, 3]
+    assert all("smtp down" in error.error for error in run.errors)
 
 
 async def test_a_delayed_job_runs_once_the_clock_is_advanced_to_it(
