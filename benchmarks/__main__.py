@@ -17,6 +17,7 @@ from .drivers import FACTORIES, DriverFactory
 from .listing import listing_row
 from .load_report import bulk_rows, io_drain_rows, outbox_load_rows, single_enqueue_rows
 from .outbox import commit_to_handler
+from .outbox_cost import PRODUCERS, outbox_cost
 from .scenarios import drain_rate, enqueue_rate, start_latency
 
 
@@ -91,6 +92,7 @@ async def main(argv: list[str]) -> int:
             print(f"| {kind} | unavailable: {type(exc).__name__}: {exc} |")
             continue
         print(f"| {kind} | {_fmt(p50, 2)} | {_fmt(p99, 2)} |", flush=True)
+    await _outbox_cost(args.runs)
     await _listing(args.listing, args.listing_jobs)
     await _under_load(args)
     return 0
@@ -107,6 +109,22 @@ async def _under_load(args: argparse.Namespace) -> None:
     if "outbox" in rows:
         kinds = [kind for kind in args.outbox.split(",") if kind]
         await outbox_load_rows(args.runs, args.load_seconds, kinds)
+
+
+async def _outbox_cost(runs: int) -> None:
+    print(
+        f"\nOutbox cost: {PRODUCERS} concurrent producers committing a row, with and without "
+        "an outbox entry in the same transaction (PostgreSQL, 5 s each)\n"
+    )
+    print("| transaction | commits/s | p99 commit ms |")
+    print("|---|---|---|")
+    try:
+        rows = await outbox_cost(runs)
+    except Exception as exc:
+        print(f"| postgres | unavailable: {type(exc).__name__}: {exc} |")
+        return
+    for row in rows:
+        print("| " + " | ".join(row) + " |", flush=True)
 
 
 async def _listing(drivers: str, total: int) -> None:

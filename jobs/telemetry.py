@@ -13,14 +13,23 @@ trace context already current (one propagated into the request) is carried as it
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from loguru import logger
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .driver import ClaimedJob, JobRequest
@@ -33,6 +42,8 @@ _propagator = TraceContextTextMapPropagator()
 _ERROR_TAIL_LINES = 12
 _ERROR_MAX_CHARS = 4_000
 MESSAGING_SYSTEM = "neverlost"
+_NO_SDK = (ProxyTracerProvider, NoOpTracerProvider)
+_sdk_installed = False
 
 
 def current_traceparent() -> str | None:
@@ -63,11 +74,22 @@ def _traceparent_of(span: Span) -> str | None:
     return carrier.get("traceparent")
 
 
-@contextmanager
-def enqueue_span(job_type: str) -> Iterator[Span]:
+def tracing() -> bool:
+    """Whether a tracer provider (an SDK) is installed; without one no span is started at all:
+    the API's no-op spans measured about 5x the cost of this check on the enqueue path. A
+    provider, once set, stays (OpenTelemetry allows one per process), so that is kept."""
+    global _sdk_installed
+    if not _sdk_installed:
+        _sdk_installed = not isinstance(trace.get_tracer_provider(), _NO_SDK)
+    return _sdk_installed
+
+
+def enqueue_span(job_type: str) -> AbstractContextManager[Span]:
     """The PRODUCER span ``jobs.enqueue <type>``, current inside the block (the request built
     there carries it); ``enqueued`` records the outcome."""
-    with _tracer.start_as_current_span(
+    if not tracing():
+        return nullcontext(INVALID_SPAN)
+    return _tracer.start_as_current_span(
         f"jobs.enqueue {job_type}",
         kind=SpanKind.PRODUCER,
         attributes={
@@ -77,15 +99,15 @@ def enqueue_span(job_type: str) -> Iterator[Span]:
             "messaging.destination.name": job_type,
             "job.type": job_type,
         },
-    ) as span:
-        yield span
+    )
 
 
-@contextmanager
-def enqueue_many_span(count: int) -> Iterator[Span]:
+def enqueue_many_span(count: int) -> AbstractContextManager[Span]:
     """The PRODUCER span ``jobs.enqueue`` of a batch; jobs that carry a context of their own
     (an outbox entry's) are linked by ``enqueued_batch``."""
-    with _tracer.start_as_current_span(
+    if not tracing():
+        return nullcontext(INVALID_SPAN)
+    return _tracer.start_as_current_span(
         "jobs.enqueue",
         kind=SpanKind.PRODUCER,
         attributes={
@@ -94,8 +116,7 @@ def enqueue_many_span(count: int) -> Iterator[Span]:
             "messaging.operation.name": "enqueue_many",
             "messaging.batch.message_count": count,
         },
-    ) as span:
-        yield span
+    )
 
 
 def enqueued(span: Span, request: JobRequest, job_id: str | None) -> None:
@@ -124,6 +145,8 @@ def enqueued_batch(span: Span, requests: Sequence[JobRequest]) -> None:
 def start_publish_span(entry: OutboxEntry) -> Span:
     """The relay's span ``outbox.publish <type>``: a child of the span that appended the entry
     (its ``trace_context``), so the request's trace goes on through the relay."""
+    if not tracing():
+        return INVALID_SPAN
     return _tracer.start_span(
         f"outbox.publish {entry.type}",
         context=_context_of(entry.trace_context),
@@ -156,6 +179,8 @@ def end_publish_span(span: Span, error: BaseException | None = None) -> None:
 
 def start_job_span(job: ClaimedJob) -> Span:
     """One CONSUMER span ``jobs.job.<type>`` per execution, a child of the enqueue's span."""
+    if not tracing():
+        return INVALID_SPAN
     return _tracer.start_span(
         f"jobs.job.{job.type}",
         context=_context_of(job.trace_context),

@@ -1,6 +1,6 @@
 """Durable jobs and the transactional outbox on SQLAlchemy (SQLite via aiosqlite, PostgreSQL)."""
 
-from .engine import configure_sqlite, create_engine, is_sqlite, normalize_url
+from .engine import configure_sqlite, create_engine, is_sqlite, normalize_url, pooler_connect_args
 from .errors import NoTransactionError, SQLAlchemyJobsError
 from .outbox import SQLAlchemyOutboxStore
 from .store import SQLAlchemyJobStore
@@ -28,5 +28,6 @@ __all__ = [
     "create_engine",
     "configure_sqlite",
     "is_sqlite",
+    "pooler_connect_args",
     "normalize_url",
 ]

@@ -15,6 +15,7 @@ A single transaction can ask for a deferred BEGIN (for a long read-only report, 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from sqlalchemy import event
@@ -30,6 +31,7 @@ __all__ = [
     "create_engine",
     "is_sqlite",
     "normalize_url",
+    "pooler_connect_args",
 ]
 
 BUSY_TIMEOUT_MS = 5_000
@@ -55,12 +57,36 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     """An AsyncEngine for ``url``; SQLite ones configured by ``configure_sqlite``.
 
     ``url`` is normalised by ``normalize_url``. ``kwargs`` go to
-    ``sqlalchemy.ext.asyncio.create_async_engine``.
+    ``sqlalchemy.ext.asyncio.create_async_engine``. A PostgreSQL URL with
+    ``?prepared_statement_cache_size=0`` (the one setting a store behind PgBouncer in
+    transaction mode needs) gets no prepared-statement cache at any layer: SQLAlchemy's,
+    asyncpg's (``statement_cache_size=0``), and uniquely named statements, so two clients
+    never collide on a server connection they share (``pooler_connect_args``).
     """
-    engine = create_async_engine(normalize_url(url), **kwargs)
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "postgresql" and (
+        parsed.query.get("prepared_statement_cache_size") == "0"
+    ):
+        kwargs["connect_args"] = {**pooler_connect_args(), **kwargs.get("connect_args", {})}
+    engine = create_async_engine(parsed, **kwargs)
     if is_sqlite(engine):
         configure_sqlite(engine)
     return engine
+
+
+def pooler_connect_args() -> dict[str, Any]:
+    """``connect_args`` for an asyncpg engine behind a pooler in transaction mode (PgBouncer
+    before 1.21, or without ``max_prepared_statements``): no prepared statement outlives its
+    transaction or collides with another client's on a shared server connection."""
+    return {
+        "statement_cache_size": 0,
+        "prepared_statement_cache_size": 0,
+        "prepared_statement_name_func": _unique_statement_name,
+    }
+
+
+def _unique_statement_name() -> str:
+    return f"__neverlost_{uuid.uuid4().hex}__"
 
 
 def normalize_url(url: str | URL) -> URL:

@@ -51,11 +51,11 @@ from jobs.settings import Retention
 from ._database.batching import Coalescer
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
-from ._database.listener import PostgresListener
+from ._database.listener import listen_engine
 from ._database.statements import load_statements
-from ._database.wakeup import Notifier, Waiters
+from ._database.wakeup import PostgresWakeups, Waiters
 from .engine import configure_sqlite, create_engine
-from .rows import claimed_job, job_info, state_counts
+from .rows import batch_params, claimed_job, first_of_each_key, job_info, state_counts
 from .tables import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 
 __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
@@ -71,8 +71,11 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
     borrowed. ``table_prefix`` names the table (``<prefix>queue``) and ``schema`` its
     PostgreSQL schema. ``clock`` replaces the store's clock (tests). ``retain_*_ms`` keep
     finished jobs (defaults: jobs.settings). ``create_tables=False`` only checks the table
-    (for schemas under migrations). ``pool_size`` caps the PostgreSQL connections the store
-    holds for statements (it keeps one more to LISTEN and one to NOTIFY).
+    (for schemas under migrations). ``pool_size`` caps how many of the engine's pooled
+    PostgreSQL connections the store uses at once (it holds one more, to LISTEN).
+    ``listen_url`` gives LISTEN a direct connection when ``url``/``engine`` go through a
+    pooler in transaction mode (PgBouncer), where LISTEN cannot work (see the README,
+    "Behind PgBouncer"); without it the store finds that out, says so once and polls.
     ``prune_interval_ms`` spaces the in-passing deletion of expired rows (None: only
     ``prune()``).
     """
@@ -90,6 +93,7 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
         create_tables: bool = True,
         pool_size: int = 10,
         prune_interval_ms: int | None = 60_000,
+        listen_url: str | None = None,
     ) -> None:
         if (url is None) == (engine is None):
             raise ValueError("SQLAlchemyJobStore takes a url or an engine (exactly one)")
@@ -108,12 +112,19 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
         self._sql = load_statements(
             dialect.name, dialect.identifier_preparer.format_table(self._schema.jobs)
         )
-        self._listener: PostgresListener | None = None
         self._backend: Backend
+        self._wakeups: PostgresWakeups | None = None
+        self._listen_engine = listen_engine(
+            listen_url, postgres=self._postgres, store="SQLAlchemyJobStore"
+        )
         if self._postgres:
             backend = PostgresBackend(self._engine, size=pool_size, name=self._name)
-            self._listener = PostgresListener(
-                self._engine, self._schema.notify_channel, self._wake, ignore=backend.owns
+            self._wakeups = PostgresWakeups(
+                backend,
+                listen_engine=self._listen_engine,
+                channel=self._schema.notify_channel,
+                name=self._name,
+                on_wake=self._wake,
             )
             self._backend = backend
         else:
@@ -125,7 +136,6 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
         self._prune_interval_s = None if prune_interval_ms is None else prune_interval_ms / 1000
         self._next_prune = 0.0
         self._waiters = Waiters()
-        self._notifier = Notifier(self._send_notify, self._name) if self._postgres else None
         # On PostgreSQL concurrent completes share one statement (SQLite groups commits).
         self._completions: Coalescer[tuple[str, str], bool] | None = (
             Coalescer(self._complete_group, name=f"{self._name} completions", key=_job_id)
@@ -173,9 +183,18 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
         return job.id if rows else None
 
     async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
-        """One enqueue per job, in order (the first of a repeated key wins): a stand-in until
-        the native one-call batch lands (issue 17)."""
-        return [await self.enqueue(job) for job in jobs]
+        """The batch in one statement (one round trip, one commit); results in order, None
+        where the key was taken by a live job or by an earlier job of the batch."""
+        if not jobs:
+            self._check_open()
+            return []
+        batch = first_of_each_key(jobs)
+        rows = await self._fetch("enqueue_many", **batch_params(batch, postgres=self._postgres))
+        stored = {row["id"] for row in rows}
+        for job_type in {row["type"] for row in rows}:
+            self._announce(job_type)
+        await self._prune_in_passing()
+        return [job.id if job.id in stored else None for job in jobs]
 
     # -- consumer ------------------------------------------------------------------------------
 
@@ -249,8 +268,8 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
         self._check_open()
         event = self._waiters.register(types)
         try:
-            if self._listener is not None:
-                await self._listen(self._listener)
+            if self._wakeups is not None:
+                await self._listen(self._wakeups)
             wait_ms = timeout_ms
             if types:
                 rows = await self._fetch("next_due", types=self._types(types))
@@ -288,11 +307,11 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
         self._waiters.wake()
         if self._completions is not None:
             await self._completions.close()
-        if self._notifier is not None:
-            await self._notifier.close()
-        if self._listener is not None:
-            await self._listener.close()
+        if self._wakeups is not None:
+            await self._wakeups.close()
         await self._backend.close()
+        if self._listen_engine is not None:
+            await self._listen_engine.dispose()
         if self._owns_engine:
             await self._engine.dispose()
 
@@ -335,14 +354,8 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
     def _announce(self, job_type: str) -> None:
         """Wake this store's waiters for ``job_type`` now, and other stores' by NOTIFY."""
         self._waiters.wake(job_type)
-        if self._notifier is not None:
-            self._notifier.notify(job_type)
-
-    async def _send_notify(self, types: list[str]) -> None:
-        if not self._closed and isinstance(self._backend, PostgresBackend):
-            await self._backend.signal(
-                self._sql["notify"], {"channel": self._schema.notify_channel, "types": types}
-            )
+        if self._wakeups is not None and not self._closed:
+            self._wakeups.announce(job_type)
 
     async def _finish(self, job_id: str, lease_token: str, state: str, error: str | None) -> bool:
         retain = self._retention.of_state(state)
@@ -378,9 +391,9 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
             raise store_error(exc, self._name) from exc
         self._schema_ready = True
 
-    async def _listen(self, listener: PostgresListener) -> None:
+    async def _listen(self, wakeups: PostgresWakeups) -> None:
         try:
-            await listener.ensure()
+            await wakeups.listen()
         except Exception as exc:
             raise store_error(exc, self._name) from exc
 

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.pgbouncer import PgBouncer, running_pgbouncer
 from tests.stores import STORE_KINDS, StoreTarget
 
 # Loguru's default sink keeps the sys.stderr of import time, which pytest may have swapped for a
@@ -61,6 +62,14 @@ async def store_target(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreTarget]:
     """A fresh durable store (SQLite file, PostgreSQL prefix, Redis namespace), dropped after."""
-    target = StoreTarget.fresh(request.param, tmp_path)
+    url = request.getfixturevalue("pgbouncer").url if request.param == "pgbouncer" else None
+    target = StoreTarget.fresh(request.param, tmp_path, url=url)
     yield target
     await target.drop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[PgBouncer]:
+    """A private PgBouncer in transaction mode in front of the test database, for the session."""
+    with running_pgbouncer() as bouncer:
+        yield bouncer

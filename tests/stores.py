@@ -26,27 +26,33 @@ REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 STORE_KINDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param(
+        "pgbouncer", id="pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]
+    ),
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
 ]
 
 
 @dataclass(frozen=True)
 class StoreTarget:
-    kind: str  # "sqlite" | "postgres" | "redis"
+    kind: str  # "sqlite" | "postgres" | "pgbouncer" (PostgreSQL through it) | "redis"
     url: str
     namespace: str  # the table prefix, or the Redis namespace
 
     @classmethod
-    def fresh(cls, kind: str, tmp_path: Path) -> StoreTarget:
+    def fresh(cls, kind: str, tmp_path: Path, *, url: str | None = None) -> StoreTarget:
+        """A fresh target of ``kind``; a "pgbouncer" one needs the ``url`` of the PgBouncer."""
         namespace = f"p{uuid.uuid4().hex[:10]}_"
         urls = {
             "sqlite": f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}",
             "postgres": POSTGRES_URL,
+            "pgbouncer": url,
             "redis": REDIS_URL,
         }
-        if kind not in urls:
-            raise ValueError(f"unknown store kind {kind!r}")
-        return cls(kind, urls[kind], namespace)
+        chosen = urls.get(kind)
+        if chosen is None:
+            raise ValueError(f"unknown store kind {kind!r} (or a pgbouncer one without url)")
+        return cls(kind, chosen, namespace)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -77,7 +83,7 @@ class StoreTarget:
                 await delete_namespace(client, self.namespace)
             finally:
                 await client.aclose()
-        elif self.kind == "postgres":
+        elif self.kind in ("postgres", "pgbouncer"):
             from orm_sqlalchemy import create_engine
 
             engine = create_engine(self.url)

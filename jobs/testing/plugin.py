@@ -9,8 +9,9 @@
   until ``run_jobs``), closed after the test.
 * ``jobs_queue``: that context's JobQueue.
 
-Async fixtures need pytest-asyncio. Only pytest is imported when the plugin loads; the jobs
-modules are imported by the fixtures that use them.
+Async fixtures need pytest-asyncio. The plugin defines fixtures only (no hooks, no options);
+it imports the ``jobs`` package, which a test of a neverlost application imports anyway.
+``pytest -p no:neverlost`` turns it off.
 """
 
 from __future__ import annotations

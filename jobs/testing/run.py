@@ -20,7 +20,7 @@ from typing import Any, cast
 from framework import ApplicationContext
 
 from ..clock import ManualClock, to_epoch_ms
-from ..driver import ClaimedJob, JobDriver, JobState
+from ..driver import ClaimedJob, FailedAttempt, JobDriver, JobState
 from ..handlers import JobHandlerRegistry
 from ..outbox_relay import OutboxRelay
 from ..queue import JobQueue
@@ -52,6 +52,8 @@ class JobRun:
     attempts: int
     last_error: str | None
     key: str | None
+    errors: tuple[FailedAttempt, ...] = ()
+    """One per failed attempt, newest last (what the driver keeps)."""
 
     @property
     def ok(self) -> bool:
@@ -169,6 +171,7 @@ async def _run_of(driver: JobDriver, job_id: str) -> JobRun | None:
         attempts=info.attempts,
         last_error=info.last_error,
         key=info.key,
+        errors=info.errors,
     )
 
 
@@ -217,8 +220,9 @@ class _Watch:
     async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
         epoch = self._epoch
         if self.claims >= self._max_runs:
-            self.exhausted = True
-            if not self.in_flight():
+            stats = await self._driver.stats()
+            self.exhausted = any(stats[t].due for t in types if t in stats)
+            if epoch == self._epoch and not self.in_flight():
                 self._idle.set()
             return []
         limit = min(limit, self._max_runs - self.claims)

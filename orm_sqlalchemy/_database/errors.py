@@ -1,9 +1,10 @@
 """Database failures as ``jobs.errors`` types, and the engines the SQL stores can run on.
 
 Driver exceptions (asyncpg, sqlite3, SQLAlchemy's wrappers of them) become ``jobs.errors``
-types here, at the boundary: a database that cannot be reached or is not ready is a
-``StoreUnavailableError`` (callers retry it), tables that do not fit are a
-``StoreSchemaError``, anything else a ``DriverError``.
+types here, at the boundary: a database that cannot be reached or is not ready (refused,
+shutting down, starting up, too many connections, a pooled connection the server killed) is
+a ``StoreUnavailableError`` (callers retry it, riding through a restart), tables that do not
+fit are a ``StoreSchemaError``, anything else a ``DriverError``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ _PG_UNAVAILABLE = (
     asyncpg.exceptions.InsufficientResourcesError,  # 53: too many connections, disk full
     asyncpg.exceptions.ConnectionDoesNotExistError,
 )
+_LOST_CONNECTION_HINTS = (
+    "another operation is in progress",  # a pooled connection the server killed mid-protocol
+    "connection is closed",
+    "connection was closed",
+    "the database system is",  # shutting down / starting up / in recovery mode
+)
+"""asyncpg InterfaceErrors (and wrapped messages) that mean the connection is gone, not misuse."""
 _PG_SCHEMA = (asyncpg.exceptions.UndefinedTableError, asyncpg.exceptions.UndefinedColumnError)
 _SQLITE_SCHEMA_HINTS = ("no such table", "no such column", "has no column")
 
@@ -50,7 +58,10 @@ def _translate(exc: Exception, store: str) -> DriverError:
         and any(hint in str(exc) for hint in _SQLITE_SCHEMA_HINTS)
     ):
         return StoreSchemaError(f"{store} does not fit the database's tables: {exc}")
-    if isinstance(exc, (OSError, sqlite3.OperationalError, *_PG_UNAVAILABLE)):
+    if isinstance(exc, (OSError, sqlite3.OperationalError, *_PG_UNAVAILABLE)) or (
+        isinstance(exc, asyncpg.InterfaceError | asyncpg.PostgresError)
+        and any(hint in str(exc) for hint in _LOST_CONNECTION_HINTS)
+    ):
         reason = str(exc) or type(exc).__name__
         return StoreUnavailableError(f"{store} cannot reach its database: {reason}")
     if isinstance(exc, asyncpg.exceptions.UniqueViolationError | sqlite3.IntegrityError):

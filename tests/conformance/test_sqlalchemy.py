@@ -1,4 +1,5 @@
-"""The driver conformance suite on SQLAlchemyJobStore: a SQLite file and PostgreSQL."""
+"""The driver conformance suite on SQLAlchemyJobStore: a SQLite file, PostgreSQL, and
+PostgreSQL through PgBouncer in transaction mode (the README's "Behind PgBouncer" URL)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,15 @@ class TestSQLAlchemyJobStore(DriverConformance):
         params=[
             pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+            pytest.param(
+                "pgbouncer", id="pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]
+            ),
         ]
     )
     async def driver_harness(
         self, request: pytest.FixtureRequest, tmp_path: Path
     ) -> AsyncIterator[DriverHarness]:
-        harness = StoreHarness(request.param, tmp_path)
+        url = request.getfixturevalue("pgbouncer").url if request.param == "pgbouncer" else None
+        harness = StoreHarness(request.param, tmp_path, url=url)
         yield harness
         await harness.cleanup()

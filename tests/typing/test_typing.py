@@ -15,10 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent
 
 
-def test_a_typed_app_passes_and_misuses_are_refused_by_mypy_strict(tmp_path: Path) -> None:
+def test_a_typed_app_passes_and_misuses_are_refused_by_mypy_strict(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    cache = pytestconfig.cache.mkdir("mypy-typing") if pytestconfig.cache else tmp_path / "cache"
     for name in ("typed_app.py", "rejected.py"):
         shutil.copy(HERE / name, tmp_path / name)
     env = {key: value for key, value in os.environ.items() if key not in ("MYPYPATH", "PYTHONPATH")}
@@ -31,7 +36,7 @@ def test_a_typed_app_passes_and_misuses_are_refused_by_mypy_strict(tmp_path: Pat
             "--no-error-summary",
             "--show-error-codes",
             "--cache-dir",
-            str(tmp_path / ".mypy_cache"),
+            str(cache),
             "typed_app.py",
             "rejected.py",
         ],

@@ -1,8 +1,23 @@
--- Outbox store statements for PostgreSQL (all but append, which writes through the caller's
--- session). {table} is the quoted table name; {now} is the bound :now when a Clock was
+-- Outbox store statements for PostgreSQL (append writes through the caller's session; the
+-- others run on the store's own connections). {table} is the quoted table name; {now} is the bound :now when a Clock was
 -- injected, else the database's now() (the start of the statement's transaction; every
 -- statement here runs in its own).
--- Every statement is one round trip and one transaction, run in READ COMMITTED.
+-- Every statement but append is one round trip and one transaction, run in READ COMMITTED.
+
+-- name: append
+-- In the app's transaction (the one statement run on the caller's session). created_at is the
+-- append's own time (clock_timestamp(), not the transaction's start); an entry whose key is
+-- present is dropped (the unique partial index on key).
+INSERT INTO {table} (
+    id, type, payload, key, delay_ms, created_at, available_at, attempts, trace_context
+)
+SELECT CAST(:id AS text), CAST(:type AS text), CAST(:payload AS text), CAST(:key AS text),
+    CAST(:delay_ms AS bigint), at, at, 0, CAST(:trace_context AS text)
+FROM (
+    SELECT COALESCE(CAST(:now AS bigint), floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+) AS t(at)
+ON CONFLICT DO NOTHING
+RETURNING id;
 
 -- name: claim
 -- Unpublished entries whose lease (or retry delay) has passed, oldest first, skipping rows

@@ -1,10 +1,20 @@
--- Outbox store statements for SQLite (all but append, which writes through the caller's
--- session). {table} is the quoted table name; {now} is the bound :now when a Clock was
+-- Outbox store statements for SQLite (append writes through the caller's session; the others
+-- run on the store's own connection). {table} is the quoted table name; {now} is the bound :now when a Clock was
 -- injected, else the database's clock (julianday('now'), the same reading for the whole
 -- statement).
--- Every statement is one write transaction of its own. SQLite opens such a statement's
+-- Every statement but append is one write transaction of its own. SQLite opens such a statement's
 -- transaction with the write lock, retrying under the busy timeout, just as BEGIN IMMEDIATE
 -- does, so the deferred-upgrade "database is locked" cannot happen here.
+
+-- name: append
+-- In the app's transaction (the one statement run on the caller's session); an entry whose key
+-- is present is dropped (the unique partial index on key).
+INSERT INTO {table} (
+    id, type, payload, key, delay_ms, created_at, available_at, attempts, trace_context
+)
+VALUES (:id, :type, :payload, :key, :delay_ms, {now}, {now}, 0, :trace_context)
+ON CONFLICT DO NOTHING
+RETURNING id;
 
 -- name: claim
 -- Unpublished entries whose lease (or retry delay) has passed, oldest first, in one

@@ -25,9 +25,12 @@ from tests.stores import POSTGRES_URL
 class OutboxHarness:
     """Engines, managers and stores for one test, on one database, cleaned up after."""
 
-    def __init__(self, backend: str, tmp_path: Path) -> None:
+    def __init__(self, backend: str, tmp_path: Path, *, url: str | None = None) -> None:
+        """``backend``: "sqlite", "postgres", or "pgbouncer" (PostgreSQL at ``url``)."""
         self.backend = backend
-        self.url = POSTGRES_URL if backend == "postgres" else f"sqlite:///{tmp_path / 'app.db'}"
+        self.url = url or (
+            POSTGRES_URL if backend == "postgres" else f"sqlite:///{tmp_path / 'app.db'}"
+        )
         self.prefix = f"t{uuid.uuid4().hex[:10]}_"
         self.metadata = MetaData()
         self.orders = Table(
@@ -41,7 +44,7 @@ class OutboxHarness:
 
     @property
     def postgres(self) -> bool:
-        return self.backend == "postgres"
+        return self.backend in ("postgres", "pgbouncer")
 
     def engine(self, **kwargs: Any) -> AsyncEngine:
         engine = create_engine(self.url, **kwargs)
@@ -87,9 +90,16 @@ class OutboxHarness:
             await engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]),
+    ]
+)
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OutboxHarness]:
-    h = OutboxHarness(request.param, tmp_path)
+    url = request.getfixturevalue("pgbouncer").url if request.param == "pgbouncer" else None
+    h = OutboxHarness(request.param, tmp_path, url=url)
     yield h
     await h.cleanup()
 

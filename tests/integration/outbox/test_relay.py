@@ -156,7 +156,8 @@ async def test_a_failed_publish_is_retried_after_a_backoff(app: App) -> None:
     relay = OutboxRelay(app.outbox, Flaky(), backoff=lambda attempt: 5_000)
     with captured_logs("WARNING") as logs:
         assert await relay.relay_once() == 1
-    (warning,) = logs
+    # (Behind PgBouncer the store also says once that its wake-up polls.)
+    (warning,) = [log for log in logs if log["message"].startswith("publishing")]
     assert warning["message"].startswith(
         "publishing outbox entries failed: ConnectionError: queue unreachable; entry "
     )
@@ -192,7 +193,10 @@ async def test_a_failing_store_is_explained_once_and_its_recovery_said(app: App)
         relay.start()
         await wait_until(lambda: relay.stats["published"] == 1, message="published after it")
         await relay.close()
-    said = [(log["level"], log["message"]) for log in logs]
+    # (Behind PgBouncer the store also says once that its wake-up polls: not the relay's.)
+    said = [
+        (log["level"], log["message"]) for log in logs if "pooler" not in log["message"]
+    ]
     assert said[0][0] == "ERROR"  # the first claim is the start's check of the store
     assert said[0][1].startswith("outbox relay: its store ")
     assert said[0][1].endswith(" cannot be reached: StoreUnavailableError: the database is down")

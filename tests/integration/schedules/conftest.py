@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores import STORE_KINDS, StoreTarget
+
 from .fleet import Fleet
 
 
@@ -16,3 +18,15 @@ async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
     yield servers
     servers.kill_all()
     await servers.reap()
+
+
+@pytest.fixture(params=[kind for kind in STORE_KINDS if kind.id != "pgbouncer"])
+async def store_target(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreTarget]:
+    """The durable stores, less PostgreSQL through PgBouncer: the worker-process tests run
+    there; the scheduler fleet (a minute of five processes) would double its time for no
+    statement of its own."""
+    target = StoreTarget.fresh(request.param, tmp_path)
+    yield target
+    await target.drop()

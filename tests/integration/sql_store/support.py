@@ -20,18 +20,19 @@ from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.store import SQLAlchemyJobStore
 from tests.stores import POSTGRES_URL
 
-BACKENDS = ("sqlite", "postgres")
-
 
 class StoreHarness:
     """Opens stores on one database and prefix, all reading ``clock`` unless told otherwise."""
 
-    def __init__(self, backend: str, tmp_path: Path) -> None:
+    def __init__(self, backend: str, tmp_path: Path, *, url: str | None = None) -> None:
+        """``backend``: "sqlite", "postgres", or "pgbouncer" (PostgreSQL at ``url``)."""
         self.backend = backend
         self.clock = ManualClock()
         self.prefix = f"t{uuid.uuid4().hex[:10]}_"
         self.table = f"{self.prefix}queue"
-        self.url = POSTGRES_URL if self.postgres else f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}"
+        self.url = url or (
+            POSTGRES_URL if self.postgres else f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}"
+        )
         self._stores: list[SQLAlchemyJobStore] = []
         if not self.postgres:
             # Two connections switching a brand-new file to WAL at once can fail one of them
@@ -42,7 +43,7 @@ class StoreHarness:
 
     @property
     def postgres(self) -> bool:
-        return self.backend == "postgres"
+        return self.backend in ("postgres", "pgbouncer")
 
     async def driver(
         self, *, retain_completed_ms: int | None = None, retain_failed_ms: int | None = None

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -173,3 +176,37 @@ def test_traceparent_round_trip(span_exporter: InMemorySpanExporter) -> None:
     assert parsed.trace_id == outer.get_span_context().trace_id
     assert parse_traceparent("garbage") is None
     assert parse_traceparent("00-" + "0" * 32 + "-" + "0" * 16 + "-01") is None
+
+
+def test_without_an_sdk_a_propagated_context_is_carried_as_it_is() -> None:
+    """In a fresh process with no tracer provider: no spans, and the request's incoming
+    traceparent (propagated by a web framework) is what the job stores."""
+    script = textwrap.dedent(
+        """
+        import asyncio
+        from opentelemetry import context
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        from jobs import InProcessJobDriver, JobQueue
+
+        INCOMING = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+        async def main():
+            driver = InProcessJobDriver()
+            incoming = TraceContextTextMapPropagator().extract({"traceparent": INCOMING})
+            token = context.attach(incoming)
+            try:
+                await JobQueue(driver).enqueue("t")
+            finally:
+                context.detach(token)
+            await JobQueue(driver).enqueue("t")
+            first, second = await driver.claim(2, 1000, ["t"])
+            print(first.trace_context == INCOMING, second.trace_context)
+
+        asyncio.run(main())
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "None"]

@@ -133,6 +133,8 @@ async def test_a_job_that_keeps_failing_ends_failed_after_its_attempts(
     await jobs_queue.enqueue(SEND_RECEIPT, {"invoice_id": 7})
     [run] = await run_jobs(jobs_context, advance_clock=True)
     assert (run.state, run.attempts) == ("failed", 3)
+    assert [error.attempt for error in run.errors] == [1, 2, 3]
+    assert all("smtp down" in error.error for error in run.errors)
 
 
 async def test_a_delayed_job_runs_once_the_clock_is_advanced_to_it(
@@ -151,6 +153,15 @@ async def test_a_job_that_enqueues_itself_forever_is_reported(
     await jobs_queue.enqueue("loop.forever")
     with pytest.raises(RunJobsError, match="max_runs=20"):
         await run_jobs(jobs_context, max_runs=20)
+
+
+async def test_max_runs_reached_with_nothing_left_due_is_not_an_error(
+    jobs_context: ApplicationContext, jobs_queue: JobQueue
+) -> None:
+    for invoice in (1, 2):
+        await jobs_queue.enqueue(SEND_RECEIPT, {"invoice_id": invoice})
+    runs = await run_jobs(jobs_context, max_runs=2)
+    assert [run.ok for run in runs] == [True, True]
 
 
 async def test_enqueued_decodes_payloads_into_their_models_and_filters(
