@@ -9,8 +9,10 @@
   until ``run_jobs``), closed after the test.
 * ``jobs_queue``: that context's JobQueue.
 
-Async fixtures need pytest-asyncio. The plugin defines fixtures only (no hooks, no options);
-it imports the ``jobs`` package, which a test of a neverlost application imports anyway.
+Async fixtures need pytest-asyncio. The plugin defines fixtures only (no hooks, no options)
+and lives outside ``jobs.testing`` so that loading it imports nothing but pytest and the
+``jobs`` package (which a neverlost application's tests import anyway); ``jobs.testing``,
+with the conformance suite, is imported by the fixtures that use it.
 ``pytest -p no:neverlost`` turns it off.
 """
 
