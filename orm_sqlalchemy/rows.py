@@ -1,17 +1,26 @@
 """Rows of the store tables as the SPI's records, read by column name (the names ``sql/``
-selects or returns), so a statement may list its columns in any order."""
+selects or returns), so a statement may list its columns in any order; and a batch of job
+requests as the parameters of one statement."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from jobs.clock import to_datetime
-from jobs.driver import JOB_STATES, ClaimedJob, JobInfo, JobState, JobStateCounts
+from jobs.driver import JOB_STATES, ClaimedJob, JobInfo, JobRequest, JobState, JobStateCounts
 from jobs.outbox import OutboxEntry
 from jobs.payload import decode_payload
 
-__all__ = ["claimed_job", "job_info", "outbox_entry", "state_counts"]
+__all__ = [
+    "batch_params",
+    "claimed_job",
+    "first_of_each_key",
+    "job_info",
+    "outbox_entry",
+    "state_counts",
+]
 
 Row = Mapping[str, Any]
 
@@ -67,3 +76,32 @@ def outbox_entry(row: Row) -> OutboxEntry:
         lease_token=row["lease_token"],
         trace_context=row["trace_context"],
     )
+
+
+def first_of_each_key(jobs: Sequence[JobRequest]) -> list[JobRequest]:
+    """The batch without later repeats of a key (the first of a key wins, as one by one)."""
+    seen: set[str] = set()
+    kept = []
+    for job in jobs:
+        if job.key is not None:
+            if job.key in seen:
+                continue
+            seen.add(job.key)
+        kept.append(job)
+    return kept
+
+
+def batch_params(jobs: Sequence[JobRequest], *, postgres: bool) -> dict[str, Any]:
+    """``enqueue_many``'s parameters: one array per column (PostgreSQL), or one JSON array of
+    rows (SQLite, read with ``json_each``)."""
+    columns = [
+        (job.id, job.type, job.payload, job.max_attempts, job.run_at_ms, job.delay_ms,
+         job.timeout_ms, job.key, job.trace_context, job.keep_until_ms)
+        for job in jobs
+    ]  # fmt: skip
+    if not postgres:
+        return {"jobs": json.dumps(columns)}
+    names = ("ids", "types", "payloads", "max_attempts", "run_ats", "delays", "timeouts", "keys",
+             "trace_contexts", "keep_untils")  # fmt: skip
+    arrays = zip(*columns, strict=True)
+    return {name: list(values) for name, values in zip(names, arrays, strict=True)}

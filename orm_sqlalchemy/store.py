@@ -55,7 +55,7 @@ from ._database.listener import listen_engine
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
 from .engine import configure_sqlite, create_engine
-from .rows import claimed_job, job_info, state_counts
+from .rows import batch_params, claimed_job, first_of_each_key, job_info, state_counts
 from .tables import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 
 __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
@@ -183,9 +183,18 @@ class SQLAlchemyJobStore(OperationsNotImplemented):
         return job.id if rows else None
 
     async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
-        """One enqueue per job, in order (the first of a repeated key wins): a stand-in until
-        the native one-call batch lands (issue 17)."""
-        return [await self.enqueue(job) for job in jobs]
+        """The batch in one statement (one round trip, one commit); results in order, None
+        where the key was taken by a live job or by an earlier job of the batch."""
+        if not jobs:
+            self._check_open()
+            return []
+        batch = first_of_each_key(jobs)
+        rows = await self._fetch("enqueue_many", **batch_params(batch, postgres=self._postgres))
+        stored = {row["id"] for row in rows}
+        for job_type in {row["type"] for row in rows}:
+            self._announce(job_type)
+        await self._prune_in_passing()
+        return [job.id if job.id in stored else None for job in jobs]
 
     # -- consumer ------------------------------------------------------------------------------
 

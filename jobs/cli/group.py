@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from .logs import configure_logging
+
 LAZY_COMMANDS: dict[str, str] = {"dashboard": "jobs.web.command:dashboard"}
 """Commands defined outside this package: name -> ``module:attr`` of a click command."""
 
@@ -83,3 +85,4 @@ def cli() -> None:
     change the store take APP or --url instead (sqlite+aiosqlite://, postgresql://,
     redis://); NEVERLOST_APP and NEVERLOST_URL set them from the environment.
     """
+    configure_logging("WARNING", json_lines=False)  # the worker sets its own --log-level

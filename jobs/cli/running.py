@@ -44,6 +44,8 @@ def run_on_target(spec: TargetSpec, work: Callable[[Target], Awaitable[T]]) -> T
             raise StoreError(
                 f"store {describe_store(target.driver)} failed: {describe_failure(exc)}"
             ) from None
+        except NotImplementedError as exc:  # a driver without part of the operations SPI
+            raise StoreError(f"{exc}: this command needs it") from None
         finally:
             await target.close()
 

@@ -21,7 +21,7 @@ from .guard import CSRF_FIELD, CsrfTokens, csrf_cookie
 from .links import link
 
 if TYPE_CHECKING:
-    from .app import Renderer
+    from .render import Renderer
     from .source import DashboardSource
 
 FETCH_HEADER = "x-dashboard-fetch"

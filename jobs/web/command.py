@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import signal
+import socket
 from types import FrameType
 from typing import Any
 
 import click
 import uvicorn
 
-from ..cli.errors import StoreError
+from ..cli.errors import CliUsageError, StoreError
 from ..cli.running import STORE_FAILURES, describe_failure
 from ..cli.target import open_target, target_options, target_spec
 from .app import create_dashboard
@@ -28,7 +29,13 @@ DEFAULT_PORT = 8000
 @click.command()
 @target_options
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Interface to listen on.")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--port",
+    default=DEFAULT_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free one, printed at start).",
+)
 @click.option(
     "--allow-actions",
     is_flag=True,
@@ -54,13 +61,13 @@ def dashboard(**params: Any) -> None:
             raise StoreError(f"store unreachable: {describe_failure(exc)}") from None
         try:
             app = create_dashboard(target.context or target.queue, allow_actions=allow_actions)
+            sock = _listen(host, port)
             mode = "actions on" if allow_actions else "read-only"
-            click.echo(
-                f"neverlost dashboard for {target.description} on http://{host}:{port}/ ({mode})"
-            )
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+            url = f"http://{_authority(host, sock.getsockname()[1])}/"
+            click.echo(f"neverlost dashboard for {target.description} on {url} ({mode})")
+            config = uvicorn.Config(app, log_level="warning", lifespan="off")
             stop.server = uvicorn.Server(config)
-            await stop.server.serve()
+            await stop.server.serve(sockets=[sock])
         finally:
             await target.close()
 
@@ -86,6 +93,24 @@ class _Stop:
         if self.server is None:
             raise KeyboardInterrupt
         self.server.should_exit = True
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket, bound before uvicorn starts so the printed port is the real one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CliUsageError(f"cannot listen on {_authority(host, port)}: {exc.strerror}") from None
+    sock.listen(128)
+    return sock
+
+
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _is_loopback(host: str) -> bool:

@@ -12,7 +12,7 @@ from ..driver import JOB_STATES
 from .formatting import now_ms
 
 if TYPE_CHECKING:
-    from .app import Renderer
+    from .render import Renderer
     from .source import DashboardSource
 
 COUNT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled")

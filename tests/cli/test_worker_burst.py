@@ -1,7 +1,7 @@
 """``neverlost worker --burst``: runs what is due for its types, then exits 0 by itself.
 
-In-process (the WorkerProcess the command runs) on CliInProcessApp's reference store; the
-durable stores join when their drivers implement ``stats()`` (issue 10).
+In-process (the WorkerProcess the command runs) on CliInProcessApp's reference store, and as a
+process on the durable stores whose drivers implement ``stats()`` (DURABLE_WITH_OPERATIONS).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from jobs import JobQueue
 from jobs.cli.worker import WorkerOptions, WorkerProcess
 from tests.cli import app as cli_app
+from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS, SpawnCli, cli_env
 from tests.stores import StoreTarget
 from tests.support import captured_logs
 
@@ -42,3 +43,24 @@ async def test_burst_runs_the_due_jobs_of_its_types_and_exits_0_leaving_the_rest
     assert [info.state if info else None for info in states] == [
         *["completed"] * 8, "pending", "pending",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("store_target", DURABLE_WITH_OPERATIONS, indirect=True)
+async def test_the_burst_command_exits_0_once_its_due_jobs_ran_on_a_durable_store(
+    store_target: StoreTarget, spawn_cli: SpawnCli, tmp_path: Path
+) -> None:
+    driver = store_target.open()
+    try:
+        queue = JobQueue(driver)
+        due = [await queue.enqueue("cli.sleep", {"ms": 20}) for _ in range(8)]
+        later = await queue.enqueue("cli.sleep", {}, delay_ms=3_600_000)
+        worker = await spawn_cli(
+            "worker", APP, "--burst", "--types", "cli.sleep", "--no-scheduler",
+            env=cli_env(store_target, tmp_path / "ledger.jsonl"),
+        )  # fmt: skip
+        assert await worker.exit_code(timeout=60) == 0, worker.log_text()
+        assert "burst: nothing due" in worker.log_text()
+        infos = [await driver.get_job(str(job_id)) for job_id in [*due, later]]
+        assert [info.state if info else None for info in infos] == [*["completed"] * 8, "pending"]
+    finally:
+        await driver.close()

@@ -93,7 +93,7 @@ async def test_a_stale_worker_cannot_settle_a_job_another_worker_reclaimed(
     ledger = tmp_path / "ledger.jsonl"
     driver = store_target.open()
     try:
-        job_id = await JobQueue(driver).enqueue("ledger.stale", {"block_ms": 4_000})
+        job_id = await JobQueue(driver).enqueue("ledger.stale", {"block_ms": 30_000})
         assert job_id is not None
         stale = await spawn_worker(store_target, ledger, lease_ms=600)
         await wait_until(lambda: len(read_ledger(ledger)) == 1, timeout=15, message="attempt 1")

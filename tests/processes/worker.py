@@ -7,8 +7,8 @@ was written). It prints ``ready`` once the runner is started and drains on SIGTE
 Job types:
 - ``ledger.sleep``  sleeps ``payload["ms"]``.
 - ``ledger.block``  first attempt blocks until the process is killed; later ones return.
-- ``ledger.stale``  first attempt blocks the event loop ``payload["block_ms"]`` (no heartbeats
-  can run), then raises; later ones return.
+- ``ledger.stale``  first attempt blocks the event loop (no heartbeats can run) until attempt 2
+  has started elsewhere (``payload["block_ms"]`` at most), then raises; later ones return.
 - ``ledger.once``   max_attempts=1; the first attempt blocks until the process is killed,
   later ones (which should never run) return.
 """
@@ -33,6 +33,16 @@ from tests.stores import StoreTarget
 class Ledger:
     def __init__(self, path: str) -> None:
         self.path = path
+
+    def has_start(self, job_id: str, attempt: int) -> bool:
+        try:
+            with open(self.path) as ledger:
+                lines = [json.loads(line) for line in ledger if line.strip()]
+        except FileNotFoundError:
+            return False
+        return any(
+            e["event"] == "start" and e["job"] == job_id and e["attempt"] == attempt for e in lines
+        )
 
     def write(self, event: str, ctx: JobContext) -> None:
         entry = {"event": event, "job": ctx.id, "attempt": ctx.attempt, "pid": os.getpid()}
@@ -73,7 +83,11 @@ class LedgerWorker:
     async def stale(self, payload: dict[str, Any], ctx: JobContext) -> None:
         self.ledger.write("start", ctx)
         if ctx.attempt == 1:
-            time.sleep(payload["block_ms"] / 1000)  # noqa: ASYNC251 - blocking the loop is the point
+            # Block the loop (no heartbeat can run) until another worker has reclaimed the job,
+            # or block_ms at most: a fixed sleep would race the other worker's start-up.
+            deadline = time.monotonic() + payload["block_ms"] / 1000
+            while time.monotonic() < deadline and not self.ledger.has_start(ctx.id, 2):
+                time.sleep(0.05)  # noqa: ASYNC251 - blocking the loop is the point
             self.ledger.write("woke", ctx)
             raise RuntimeError("the stale worker woke up and failed")
         self.ledger.write("end", ctx)

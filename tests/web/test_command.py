@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -12,16 +13,11 @@ import httpx
 
 from tests.support import wait_until
 
-from .conftest import bound_socket
-
 REPO = Path(__file__).resolve().parents[2]
 NEVERLOST = str(Path(sys.executable).parent / "neverlost")
 
 
 async def test_neverlost_dashboard_serves_an_app_read_only_until_sigterm(tmp_path: Path) -> None:
-    sock = bound_socket()
-    port = sock.getsockname()[1]
-    sock.close()  # the command binds it again
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     out = tmp_path / "out.txt"
     with out.open("wb") as sink:
@@ -30,14 +26,24 @@ async def test_neverlost_dashboard_serves_an_app_read_only_until_sigterm(tmp_pat
             "dashboard",
             "tests.web.scenario:DashboardScenario",
             "--port",
-            str(port),
+            "0",
             cwd=REPO,
             env=env,
             stdout=sink,
             stderr=asyncio.subprocess.STDOUT,
         )
     try:
-        url = f"http://127.0.0.1:{port}"
+        line = re.compile(r"on http://127\.0\.0\.1:(\d+)/ \(read-only\)")
+
+        def announced() -> bool:
+            if process.returncode is not None:
+                raise AssertionError(f"neverlost dashboard exited: {out.read_text()}")
+            return line.search(out.read_text()) is not None
+
+        await wait_until(announced, timeout=30, interval=0.05, message="the dashboard's address")
+        match = line.search(out.read_text())
+        assert match is not None
+        url = f"http://127.0.0.1:{match.group(1)}"
 
         async def serving() -> bool:
             if process.returncode is not None:
@@ -54,7 +60,6 @@ async def test_neverlost_dashboard_serves_an_app_read_only_until_sigterm(tmp_pat
             refused = await client.post("/actions/retry", data={"job_id": "x"})
         assert 'data-schedule="report.nightly"' in schedules.text
         assert refused.status_code == 403
-        assert f"on http://127.0.0.1:{port}/ (read-only)" in out.read_text()
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 15) == 0
     finally:

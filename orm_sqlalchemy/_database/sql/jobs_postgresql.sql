@@ -25,6 +25,33 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
+-- name: enqueue_many
+-- A batch as one statement: one array per column, a job per index. Its keys are distinct (the
+-- store drops later repeats of a key first: ON CONFLICT cannot touch one row twice).
+INSERT INTO {table} AS j (
+    id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
+    trace_context, keep_until, created_at
+)
+SELECT b.id, b.type, b.payload, 'pending', 0, b.max_attempts,
+    COALESCE(b.run_at, {now} + b.delay_ms), COALESCE(b.run_at, {now} + b.delay_ms),
+    b.timeout_ms, b.key, b.trace_context, b.keep_until, {now}
+FROM unnest(
+    CAST(:ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS text[]),
+    CAST(:max_attempts AS integer[]), CAST(:run_ats AS bigint[]), CAST(:delays AS bigint[]),
+    CAST(:timeouts AS bigint[]), CAST(:keys AS text[]), CAST(:trace_contexts AS text[]),
+    CAST(:keep_untils AS bigint[])
+) AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms, key, trace_context,
+    keep_until)
+ON CONFLICT (key) DO UPDATE SET
+    id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
+    attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
+    due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
+    trace_context = excluded.trace_context, keep_until = excluded.keep_until,
+    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    expires_at = NULL
+WHERE j.expires_at <= excluded.created_at
+RETURNING j.id, j.type;
+
 -- name: claim
 -- Due pending jobs and expired leases, oldest due first, skipping rows another claimer holds.
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').

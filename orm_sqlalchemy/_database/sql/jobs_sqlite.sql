@@ -26,6 +26,28 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
+-- name: enqueue_many
+-- A batch as one statement: :jobs is a JSON array with one array per job (the columns in the
+-- order below). Its keys are distinct (the store drops later repeats of a key first). "WHERE
+-- true" lets SQLite's parser tell the SELECT from the upsert clause.
+INSERT INTO {table} AS j (
+    id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
+    trace_context, keep_until, created_at
+)
+SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
+    COALESCE(value ->> 4, :now + (value ->> 5)), COALESCE(value ->> 4, :now + (value ->> 5)),
+    value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now
+FROM json_each(:jobs) WHERE true
+ON CONFLICT (key) DO UPDATE SET
+    id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
+    attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
+    due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
+    trace_context = excluded.trace_context, keep_until = excluded.keep_until,
+    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    expires_at = NULL
+WHERE j.expires_at <= excluded.created_at
+RETURNING id, type;
+
 -- name: claim
 -- Due pending jobs and expired leases, oldest due first, in one UPDATE ... RETURNING.
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').

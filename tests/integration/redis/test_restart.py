@@ -180,8 +180,13 @@ class Rig:
         return {execution.job_id for execution in self.executions}
 
     async def idle_in_long_wait(self) -> bool:
-        """The runner is in a ``wait_for_work`` of IDLE_POLL_MS and blocked in its BLPOP."""
-        if not (self.waiting and self.waits[-1:] == [IDLE_POLL_MS]):
+        """The runner is in its longest ``wait_for_work`` and blocked in its BLPOP.
+
+        An idle runner waits IDLE_POLL_MS at most, and at most a heartbeat interval (so it still
+        hears from its store for its health): the longest wait is the smaller of the two.
+        """
+        longest = min(IDLE_POLL_MS, self.runner.heartbeat_ms)
+        if not (self.waiting and self.waits[-1:] == [longest]):
             return False
         admin = self.server.admin()  # on the private server, only the runner's BLPOP can block
         try:

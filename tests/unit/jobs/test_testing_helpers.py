@@ -133,6 +133,8 @@ async def test_a_job_that_keeps_failing_ends_failed_after_its_attempts(
     await jobs_queue.enqueue(SEND_RECEIPT, {"invoice_id": 7})
     [run] = await run_jobs(jobs_context, advance_clock=True)
     assert (run.state, run.attempts) == ("failed", 3)
+    assert [error.attempt for error in run.errors] == [1, 2, 3]
+    assert all("smtp down" in error.error for error in run.errors)
 
 
 async def test_a_delayed_job_runs_once_the_clock_is_advanced_to_it(
@@ -283,3 +285,13 @@ async def test_builder_for_tests_takes_the_apps_builder_with_its_overrides() -> 
         [run] = await run_jobs(context)
         assert run.ok
         assert custom.sent == [(5, 1)]
+
+
+async def test_run_jobs_refuses_a_context_whose_runner_is_running() -> None:
+    from framework import ApplicationBuilder
+    from jobs import JobsAutoConfiguration
+
+    async with await ApplicationBuilder([JobsAutoConfiguration, MailConfiguration]).run() as ctx:
+        ctx.get_value(JOB_RUNNER).start()
+        with pytest.raises(ValueError, match="builder_for_tests"):
+            await run_jobs(ctx)
