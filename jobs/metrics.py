@@ -115,6 +115,7 @@ class _Sample(Generic[T]):
         self.name = name
         self.loop = asyncio.get_running_loop()
         self.value: T | None = None
+        self.watchers = 0
         self._read_at = -SAMPLE_INTERVAL_S
         self._reading = False
 
@@ -151,27 +152,42 @@ def watch_queue(driver: JobDriver) -> Callable[[], None]:
     key = id(driver)
     if key not in _queues:
         _queues[key] = _Sample(lambda: _read_depth(driver), f"the queue depth of {driver!r}")
-    return lambda: _forget(_queues, key)
+    return _watching(_queues, key, _queues[key])
 
 
 def watch_outbox(store: Any) -> Callable[[], None]:
     """Report ``store``'s lag while a relay runs on it, if it can tell (an
     ``oldest_unpublished_age_ms()`` method); the call that stops it."""
     read = getattr(store, "oldest_unpublished_age_ms", None)
-    key = id(store)
-    if read is None or key in _outboxes:
+    if read is None:
         return lambda: None
+    key = id(store)
+    if key not in _outboxes:
 
-    async def lag() -> int:
-        return int(await read() or 0)
+        async def lag() -> int:
+            return int(await read() or 0)
 
-    name = str(getattr(store, "table_name", type(store).__name__))
-    _outboxes[key] = (name, _Sample(lag, f"the outbox lag of {store!r}"))
-    return lambda: _forget(_outboxes, key)
+        name = str(getattr(store, "table_name", type(store).__name__))
+        _outboxes[key] = (name, _Sample(lag, f"the outbox lag of {store!r}"))
+    return _watching(_outboxes, key, _outboxes[key][1])
 
 
-def _forget(watched: dict[int, Any], key: int) -> None:
-    watched.pop(key, None)
+def _watching(watched: dict[int, Any], key: int, sample: _Sample[Any]) -> Callable[[], None]:
+    """Count one more watcher of ``sample``; the call (idempotent) that counts it off, the
+    last one removing the source."""
+    sample.watchers += 1
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        if stopped:
+            return
+        stopped = True
+        sample.watchers -= 1
+        if sample.watchers <= 0:
+            watched.pop(key, None)
+
+    return stop
 
 
 async def _read_depth(driver: JobDriver) -> Depth:
