@@ -124,8 +124,12 @@ class _Sample(Generic[T]):
         if not self._reading and now - self._read_at >= SAMPLE_INTERVAL_S:
             self._reading = True
             self._read_at = now
-            with contextlib.suppress(RuntimeError):  # the loop has closed: keep the last value
-                asyncio.run_coroutine_threadsafe(self._refresh(), self.loop)
+            refresh = self._refresh()
+            try:
+                asyncio.run_coroutine_threadsafe(refresh, self.loop)
+            except RuntimeError:  # the loop closed meanwhile: keep the last value
+                refresh.close()
+                self._reading = False
         return self.value
 
     async def _refresh(self) -> None:
@@ -199,8 +203,18 @@ async def _read_depth(driver: JobDriver) -> Depth:
     return {str(state): count for state, count in counts.items()}
 
 
+def _live(watched: dict[int, Any]) -> list[Any]:
+    """The watched sources, dropping any whose event loop has closed (a runner or relay that
+    was never closed, its loop gone): nothing could read them any more."""
+    for key, source in list(watched.items()):
+        sample = source[1] if isinstance(source, tuple) else source
+        if sample.loop.is_closed():
+            watched.pop(key, None)
+    return list(watched.values())
+
+
 def _observe_depth(options: CallbackOptions) -> Iterable[Observation]:
-    for sample in list(_queues.values()):
+    for sample in _live(_queues):
         latest = sample.latest()
         if not latest:
             continue
@@ -214,14 +228,14 @@ def _observe_depth(options: CallbackOptions) -> Iterable[Observation]:
 
 
 def _observe_oldest_due(options: CallbackOptions) -> Iterable[Observation]:
-    for sample in list(_queues.values()):
+    for sample in _live(_queues):
         for job_type, stats in (sample.latest() or {}).items():
             if isinstance(stats, JobTypeStats):
                 yield Observation(stats.oldest_due_age_ms or 0, {"job.type": job_type})
 
 
 def _observe_lag(options: CallbackOptions) -> Iterable[Observation]:
-    for table, sample in list(_outboxes.values()):
+    for table, sample in _live(_outboxes):
         lag = sample.latest()
         if lag is not None:
             yield Observation(lag, {"outbox.table": table})
