@@ -40,15 +40,17 @@ class PgBouncer:
         )
 
 
-def _free_port() -> int:
-    for port in PORTS:
+def free_port(ports: range = PORTS) -> int:
+    """A free loopback port of ``ports`` (this engineer's private range, below the ephemeral
+    one, so no client socket takes it while a server restarts)."""
+    for port in ports:
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise RuntimeError("no free port in 6400-6599 for PgBouncer")
+    raise RuntimeError(f"no free loopback port in {ports}")
 
 
 @contextmanager
@@ -59,7 +61,7 @@ def running_pgbouncer(pool_size: int = 20) -> Iterator[PgBouncer]:
     server = make_url(POSTGRES_URL)
     home = Path(tempfile.mkdtemp(prefix="neverlost-pgbouncer-"))
     home.chmod(0o755)  # run as root, PgBouncer drops to "nobody", who must read its config
-    port = _free_port()
+    port = free_port()
     log = home / "pgbouncer.log"
     (home / "users.txt").write_text(f'"{server.username}" ""\n')
     (home / "pgbouncer.ini").write_text(
