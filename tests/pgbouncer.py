@@ -23,6 +23,8 @@ from sqlalchemy.engine import make_url
 from tests.stores import POSTGRES_URL
 
 PORTS = range(6400, 6600)
+POOL_SIZE = 6
+"""Server connections per PgBouncer: few, for the shared server's max_connections."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def free_port(ports: range = PORTS) -> int:
 
 
 @contextmanager
-def running_pgbouncer(pool_size: int = 20) -> Iterator[PgBouncer]:
+def running_pgbouncer(pool_size: int = POOL_SIZE) -> Iterator[PgBouncer]:
     binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
     if not os.path.exists(binary):
         raise RuntimeError("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
@@ -78,6 +80,7 @@ pool_mode = transaction
 default_pool_size = {pool_size}
 max_client_conn = 500
 server_reset_query =
+server_idle_timeout = 60
 ignore_startup_parameters = extra_float_digits
 logfile = {log}
 """
