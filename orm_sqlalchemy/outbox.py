@@ -48,7 +48,7 @@ from typing import Any, TypeVar, overload
 
 from loguru import logger
 from pydantic import BaseModel
-from sqlalchemy import MetaData
+from sqlalchemy import Connection, MetaData, inspect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from jobs.clock import Clock
@@ -65,7 +65,7 @@ from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
 from .rows import outbox_entry
-from .tables import lock_for_creation, outbox_schema
+from .tables import check_columns, lock_for_creation, outbox_schema
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
@@ -341,7 +341,15 @@ class SQLAlchemyOutboxStore:
         the new table with it.
         """
         await lock_for_creation(conn, "outbox", self._table.fullname)
-        await conn.run_sync(self._schema.metadata.create_all, tables=[self._table])
+        await conn.run_sync(self._create_and_check)
+
+    def _create_and_check(self, connection: Connection) -> None:
+        """Create the table unless it exists; StoreSchemaError if an existing one lacks a
+        column (one made by an older version, before ``trace_context``, say)."""
+        self._schema.metadata.create_all(connection, tables=[self._table])
+        table = self._table
+        columns = inspect(connection).get_columns(table.name, table.schema)
+        check_columns(table, [column["name"] for column in columns], store="outbox store")
 
     def _mark_schema_ready(self) -> None:
         self._schema_ready = True

@@ -144,7 +144,9 @@ def job_schema(
     return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname))
 
 
-def check_columns(table: Table, found: Collection[str] | None) -> None:
+def check_columns(
+    table: Table, found: Collection[str] | None, *, store: str = "job store"
+) -> None:
     """StoreSchemaError unless the live table (``found``: its column names) has every column."""
     if found is None:
         raise StoreSchemaError(
@@ -156,7 +158,7 @@ def check_columns(table: Table, found: Collection[str] | None) -> None:
         if column.name not in present:
             raise StoreSchemaError(
                 f"table {table.fullname!r} has no column {column.name!r}: it was made for "
-                "another version of the job store; migrate it (the store's `metadata` has "
+                f"another version of the {store}; migrate it (the store's `metadata` has "
                 "the expected shape)"
             )
 

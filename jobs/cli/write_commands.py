@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .durations import Duration, format_ms
@@ -21,11 +22,13 @@ PURGEABLE = ("pending", "completed", "failed", "cancelled")
 
 
 async def _each(ids: list[str], action: Any, label: str, quiet: bool) -> dict[str, bool]:
-    """Apply ``action`` to every id, at most PARALLEL at once, with a progress bar for many."""
+    """Apply ``action`` to every id, at most PARALLEL at once; a progress bar on a terminal."""
     results: dict[str, bool] = {}
     gate = asyncio.Semaphore(PARALLEL)
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, disable=quiet or len(ids) < 2, transient=True) as progress:
+    bar = Console(stderr=True)
+    shown = not quiet and len(ids) > 1 and bar.is_terminal
+    with Progress(*columns, console=bar, disable=not shown, transient=True) as progress:
         task = progress.add_task(label, total=len(ids))
 
         async def one(job_id: str) -> None:

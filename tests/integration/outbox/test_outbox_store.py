@@ -7,14 +7,21 @@ import asyncio
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from sqlalchemy import inspect, text
+from sqlalchemy import Column, MetaData, Table, inspect, text
 
 from jobs.clock import ManualClock
-from jobs.errors import DriverError, JobTypeError, PayloadError, PayloadTooLargeError
+from jobs.errors import (
+    DriverError,
+    JobTypeError,
+    PayloadError,
+    PayloadTooLargeError,
+    StoreSchemaError,
+)
 from jobs.outbox import OutboxEntry, OutboxStore
 from jobs.telemetry import parse_traceparent
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore
+from orm_sqlalchemy.tables import outbox_schema
 from orm_sqlalchemy.transactions import SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
 
@@ -103,6 +110,29 @@ async def test_append_keeps_the_callers_trace_context(
     assert stored is not None
     assert (stored.trace_id, stored.span_id) == (context.trace_id, context.span_id)
     assert entries[1].trace_context is None
+
+
+async def test_a_table_of_an_older_version_is_refused_naming_the_missing_column(
+    harness: OutboxHarness,
+) -> None:
+    old = MetaData()
+    current = outbox_schema(harness.prefix).entries
+    columns = [
+        Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
+        for c in current.columns
+        if c.name != "trace_context"
+    ]
+    Table(current.name, old, *columns)
+    engine = harness.engine()
+    async with engine.begin() as conn:
+        await conn.run_sync(old.create_all)
+    tm = SQLAlchemyTransactionManager(engine)
+    store = harness.store(tm)
+    with pytest.raises(StoreSchemaError, match=r"has no column 'trace_context'.*outbox store"):
+        await store.create_schema()
+    with pytest.raises(StoreSchemaError, match="trace_context"):
+        async with tm.transaction():
+            await store.append("order.placed", {})
 
 
 async def test_non_json_payload_fails_naming_the_path_with_nothing_written(
