@@ -15,6 +15,7 @@ from loguru import logger
 
 from .drivers import FACTORIES, DriverFactory
 from .listing import listing_row
+from .load_report import bulk_rows, io_drain_rows, outbox_load_rows, single_enqueue_rows
 from .outbox import commit_to_handler
 from .outbox_cost import PRODUCERS, outbox_cost
 from .scenarios import drain_rate, enqueue_rate, start_latency
@@ -53,6 +54,10 @@ async def main(argv: list[str]) -> int:
         "--listing", default="inprocess", help="drivers for the list-page row (comma-separated)"
     )
     parser.add_argument("--listing-jobs", type=int, default=200_000)
+    parser.add_argument(
+        "--load", default="drain,bulk,single,outbox", help="rows under load (comma-separated)"
+    )
+    parser.add_argument("--load-seconds", type=float, default=4.0, help="outbox load duration")
     args = parser.parse_args(argv)
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
@@ -89,7 +94,21 @@ async def main(argv: list[str]) -> int:
         print(f"| {kind} | {_fmt(p50, 2)} | {_fmt(p99, 2)} |", flush=True)
     await _outbox_cost(args.runs)
     await _listing(args.listing, args.listing_jobs)
+    await _under_load(args)
     return 0
+
+
+async def _under_load(args: argparse.Namespace) -> None:
+    rows = set(filter(None, args.load.split(",")))
+    if "drain" in rows:
+        await io_drain_rows(args.runs)
+    if "bulk" in rows:
+        await bulk_rows(args.runs)
+    if "single" in rows:
+        await single_enqueue_rows(args.runs)
+    if "outbox" in rows:
+        kinds = [kind for kind in args.outbox.split(",") if kind]
+        await outbox_load_rows(args.runs, args.load_seconds, kinds)
 
 
 async def _outbox_cost(runs: int) -> None:

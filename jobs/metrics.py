@@ -3,7 +3,8 @@
 Instruments, and the attributes they carry:
 
 - ``jobs.executions`` (counter): one per settled attempt; ``job.type``, ``job.outcome``
-  (completed, retry, failed, lease_lost, detached).
+  (completed, retry, failed, lease_lost, cancelled: an operator cancelled it while it ran,
+  detached).
 - ``jobs.duration`` (histogram, ms): each attempt's run time; ``job.type``, ``job.outcome``.
 - ``jobs.lease.lost`` (counter): attempts whose lease was taken over; ``job.type``.
 - ``jobs.enqueued`` (counter): jobs stored (an enqueue dropped for its key is not counted);

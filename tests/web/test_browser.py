@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 Serve = Callable[[Any], AbstractAsyncContextManager[str]]
 COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 REFRESH_MS = 300
+expect.set_options(timeout=10_000)  # the machine is shared: give a busy moment room
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -55,7 +56,7 @@ async def ids(context: ApplicationContext) -> dict[str, str]:
             and (stats["import.csv"].failed == 1)
         )
 
-    await wait_until(ran, message="the scenario's jobs to run")
+    await wait_until(ran, timeout=15, message="the scenario's jobs to run")
     return ids
 
 
@@ -247,7 +248,7 @@ async def test_on_sqlite_a_failed_jobs_page_shows_its_error(
             info = await queue.get_job(job_id)
             return info is not None and info.state == "failed"
 
-        await wait_until(failed, message="the job to fail on SQLite")
+        await wait_until(failed, timeout=15, message="the job to fail on SQLite")
         async with serve(create_dashboard(context)) as url:
             await page.goto(f"{url}/job/{job_id}")
             await expect(page.get_by_test_id("job-state")).to_have_text("failed")

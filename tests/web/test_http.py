@@ -41,7 +41,7 @@ async def settled(context: ApplicationContext) -> dict[str, str]:
             and (stats["report.build"].failed == 1)
         )
 
-    await wait_until(all_ran, message="the scenario's jobs to run")
+    await wait_until(all_ran, timeout=15, message="the scenario's jobs to run")
     return ids
 
 

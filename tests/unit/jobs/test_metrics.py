@@ -14,16 +14,20 @@ import uuid
 from typing import Any
 
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jobs import (
     InProcessJobDriver,
     JobHandlerRegistry,
     JobQueue,
     JobRunner,
+    JobScheduler,
     ManualClock,
     NewJob,
+    Schedule,
 )
 from jobs.operations import JobTypeStats
+from jobs.telemetry import parse_traceparent
 from tests.support import attrs, metric_points, wait_until
 
 
@@ -186,3 +190,22 @@ def test_without_a_meter_provider_nothing_is_read() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
+
+
+async def test_a_scheduled_job_is_counted_and_traced_from_its_enqueue(
+    metric_reader: InMemoryMetricReader, span_exporter: InMemorySpanExporter
+) -> None:
+    job_type = fresh("m.cron")
+    driver = InProcessJobDriver()
+    scheduler = JobScheduler(JobQueue(driver), schedules=[Schedule(cron="* * * * *", job=job_type)])
+    report = await scheduler.run_pass()
+    assert report.queued
+    assert metric_points(metric_reader, "jobs.enqueued")[attrs(job_type=job_type)] == len(
+        report.queued
+    )
+    spans = [s for s in span_exporter.get_finished_spans() if s.name == f"jobs.enqueue {job_type}"]
+    assert len(spans) == len(report.queued) + len(report.dropped)
+    (job, *_) = await driver.claim(10, 1_000, [job_type])
+    origin = parse_traceparent(job.trace_context)
+    assert origin is not None
+    assert origin.span_id in {span.context.span_id for span in spans}

@@ -1,0 +1,207 @@
+"""The outbox under load: 10 producers commit orders with entries while relay and runner deliver.
+
+Each producer transaction inserts one order row and appends one outbox entry, for
+``duration_s``; the relay (batches of 100) hands the entries to the job store (on the same
+database, or on Redis) and the runner (concurrency 10) runs a handler that records when it
+started. Measured: commit tx/s, end-to-end jobs/s (handlers started over the time from the
+first commit to the last handler), commit-to-handler p50/p99 ms.
+
+The references, in the same run: the same transaction (one INSERT into an orders table and one
+into an entries table, then COMMIT) with raw asyncpg on 10 connections, and with raw sqlite3
+(WAL, synchronous=FULL) from 10 threads each with its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Column, Integer, MetaData, String, Table
+
+from jobs import JobDriver, JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
+from orm_sqlalchemy import (
+    SQLAlchemyJobStore,
+    SQLAlchemyOutboxStore,
+    SQLAlchemyTransactionManager,
+    create_engine,
+)
+
+from .drivers import POSTGRES_URL, redis
+from .outbox import database
+
+PRODUCERS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    commits_per_s: float
+    delivered_per_s: float
+    p50_ms: float
+    p99_ms: float
+
+
+async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadResult:
+    """``kind``: the outbox database (sqlite, postgres); ``jobs_on``: "same" or "redis"."""
+    async with database(kind) as (url, prefix), AsyncExitStack() as stack:
+        engine = create_engine(url)
+        stack.push_async_callback(engine.dispose)
+        tm = SQLAlchemyTransactionManager(engine)
+        metadata = MetaData()
+        orders = Table(
+            f"{prefix}orders",
+            metadata,
+            Column("id", Integer, primary_key=True),
+            Column("note", String(40), nullable=False),
+        )
+        outbox = SQLAlchemyOutboxStore(transaction_manager=tm, table_prefix=prefix)
+        stack.push_async_callback(outbox.close)
+        await outbox.create_schema()
+        async with engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+        if kind == "postgres":
+            stack.push_async_callback(_drop, engine, orders)
+        jobs: JobDriver
+        if jobs_on == "redis":
+            jobs = await stack.enter_async_context(redis())
+        else:
+            store = SQLAlchemyJobStore(engine=engine, table_prefix=prefix)
+            await store.create_schema()
+            stack.push_async_callback(store.close)
+            jobs = store
+        committed_at: dict[int, float] = {}
+        started_at: dict[int, float] = {}
+
+        async def handler(payload: Any) -> None:
+            started_at[payload["n"]] = time.perf_counter()
+
+        registry = JobHandlerRegistry()
+        registry.register("order.placed", handler)
+        runner = JobRunner(jobs, registry, concurrency=10)
+        relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
+        runner.start()
+        relay.start()
+        counter = iter(range(10**9))
+        first_commit = time.perf_counter()
+        deadline = first_commit + duration_s
+
+        async def produce() -> None:
+            while time.perf_counter() < deadline:
+                n = next(counter)
+                async with tm.transaction() as session:
+                    await session.execute(orders.insert().values(note=f"order {n}"))
+                    await outbox.append("order.placed", {"n": n})
+                committed_at[n] = time.perf_counter()
+
+        try:
+            await asyncio.gather(*(produce() for _ in range(PRODUCERS)))
+            commit_time = time.perf_counter() - first_commit
+            total = len(committed_at)
+            wait_until = time.perf_counter() + 60
+            while len(started_at) < total and time.perf_counter() < wait_until:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        finally:
+            await runner.close()
+            await relay.close()
+        latencies = sorted((started_at[n] - committed_at[n]) * 1000 for n in started_at)
+        last = max(started_at.values(), default=first_commit)
+        return LoadResult(
+            commits_per_s=total / commit_time,
+            delivered_per_s=len(started_at) / (last - first_commit),
+            p50_ms=statistics.median(latencies) if latencies else float("nan"),
+            p99_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+            if latencies
+            else float("nan"),
+        )
+
+
+async def _drop(engine: Any, orders: Table) -> None:
+    async with engine.begin() as conn:
+        await conn.run_sync(orders.metadata.drop_all)
+
+
+async def raw_asyncpg_rate(duration_s: float) -> float:
+    """Transactions per second: INSERT an order, INSERT an entry, COMMIT, on 10 connections."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    dsn = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
+    suffix = uuid.uuid4().hex[:8]
+    orders, entries = f"bench_raw_orders_{suffix}", f"bench_raw_entries_{suffix}"
+    setup = await asyncpg.connect(dsn)
+    await setup.execute(
+        f"CREATE TABLE {orders} (id serial PRIMARY KEY, note text);"
+        f"CREATE TABLE {entries} (id text PRIMARY KEY, type text, payload text, created_at "
+        "bigint)"
+    )
+    connections = [await asyncpg.connect(dsn) for _ in range(PRODUCERS)]
+    done = 0
+    deadline = time.perf_counter() + duration_s
+
+    async def produce(connection: Any) -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            async with connection.transaction():
+                await connection.execute(f"INSERT INTO {orders} (note) VALUES ($1)", "order")
+                await connection.execute(
+                    f"INSERT INTO {entries} VALUES ($1, $2, $3, $4)",
+                    uuid.uuid4().hex,
+                    "order.placed",
+                    '{"n": 1}',
+                    int(time.time() * 1000),
+                )
+            done += 1
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(produce(connection) for connection in connections))
+        return done / (time.perf_counter() - started)
+    finally:
+        for connection in connections:
+            await connection.close()
+        await setup.execute(f"DROP TABLE {orders}; DROP TABLE {entries}")
+        await setup.close()
+
+
+def raw_sqlite3_rate(duration_s: float) -> float:
+    """Transactions per second: the same transaction with sqlite3 (WAL, synchronous=FULL),
+    10 threads each with its own connection, waiting on the lock in SQLite's busy handler."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = str(Path(scratch) / "raw.db")
+        setup = sqlite3.connect(path)
+        setup.execute("PRAGMA journal_mode=WAL")
+        setup.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT)")
+        setup.execute("CREATE TABLE entries (id TEXT PRIMARY KEY, type TEXT, payload TEXT, t INT)")
+        setup.commit()
+        setup.close()
+        counts = [0] * PRODUCERS
+        deadline = time.perf_counter() + duration_s
+
+        def produce(index: int) -> None:
+            connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+            connection.execute("PRAGMA synchronous=FULL")
+            while time.perf_counter() < deadline:
+                connection.execute("BEGIN IMMEDIATE")
+                connection.execute("INSERT INTO orders (note) VALUES (?)", ("order",))
+                connection.execute(
+                    "INSERT INTO entries VALUES (?, ?, ?, ?)",
+                    (uuid.uuid4().hex, "order.placed", '{"n": 1}', int(time.time() * 1000)),
+                )
+                connection.execute("COMMIT")
+                counts[index] += 1
+            connection.close()
+
+        started = time.perf_counter()
+        threads = [threading.Thread(target=produce, args=(i,)) for i in range(PRODUCERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return sum(counts) / (time.perf_counter() - started)
