@@ -13,6 +13,7 @@ import textwrap
 import uuid
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -209,3 +210,26 @@ async def test_a_scheduled_job_is_counted_and_traced_from_its_enqueue(
     origin = parse_traceparent(job.trace_context)
     assert origin is not None
     assert origin.span_id in {span.context.span_id for span in spans}
+
+
+async def test_a_store_two_runners_share_is_read_until_the_last_one_closes(
+    metric_reader: InMemoryMetricReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("jobs.metrics.SAMPLE_INTERVAL_S", 0.0)
+    job_type = fresh("m.shared")
+    driver = CountingDriver()
+    await JobQueue(driver).enqueue(job_type, delay_ms=3_600_000)
+    first, second = (JobRunner(driver, JobHandlerRegistry()) for _ in range(2))
+    key = attrs(job_type=job_type, job_state="scheduled")
+
+    def depth() -> dict[frozenset[tuple[str, Any]], Any]:
+        return metric_points(metric_reader, "jobs.queue.depth")
+
+    first.start()
+    second.start()
+    await wait_until(lambda: key in depth())
+    await first.close()
+    await first.close()
+    await wait_until(lambda: depth().get(key) == 1, message="still read for the second runner")
+    await second.close()
+    assert key not in depth()
