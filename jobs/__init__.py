@@ -31,6 +31,7 @@ from .errors import (
     StoreSchemaError,
     StoreUnavailableError,
 )
+from .failures import FailureStreak
 from .handlers import JobHandlerRegistry, RegisteredHandler, job_handler
 from .health import Health, LoopHealth
 from .inprocess import InProcessJobDriver
@@ -97,6 +98,7 @@ __all__ = [
     "ClaimedJob",
     "JobInfo",
     "FailedAttempt",
+    "FailureStreak",
     "JobState",
     "JOB_STATES",
     "LEASE_EXPIRED_ERROR",

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from .handlers import RegisteredHandler
 
-Outcome = Literal["completed", "retry", "failed", "lease_lost", "detached"]
+Outcome = Literal["completed", "retry", "failed", "lease_lost", "cancelled", "detached"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,7 +238,7 @@ class Attempt:
     async def _settle(self, error: BaseException | None) -> Outcome:
         job, settler = self.job, self.services.settler
         if self.lease_lost:
-            return "lease_lost"
+            return "cancelled" if self.signal.reason == "cancelled" else "lease_lost"
         if error is None:
             return "completed" if await settler.complete(job) else self._refused()
         text = describe_error(error)

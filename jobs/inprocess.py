@@ -113,7 +113,7 @@ class InProcessJobDriver:
         self._jobs[job.id] = record
         if job.key is not None:
             self._keys[job.key] = job.id
-        self._index.add(record)
+        self._index.enter(record, now)
         self._push_ready(record)
         return job.id
 
@@ -166,7 +166,7 @@ class InProcessJobDriver:
             return False
         now = self._clock.now_ms()
         record.add_error(now, error)
-        self._to_pending(record, now + delay_ms)
+        self._to_pending(record, now + delay_ms, now)
         return True
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
@@ -220,7 +220,7 @@ class InProcessJobDriver:
         record.max_attempts = record.attempts + 1
         record.finished_at = None
         record.expires_at = 0
-        self._to_pending(record, now)
+        self._to_pending(record, now, now)
         return True
 
     async def requeue_failed(self, job_type: str | None = None) -> int:
@@ -273,7 +273,7 @@ class InProcessJobDriver:
     async def stats(self) -> dict[str, JobTypeStats]:
         now = self._clock.now_ms()
         self._prune(now)
-        return self._index.stats(now)
+        return self._index.stats(now, self._oldest_pending)
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         self._check_open()
@@ -358,20 +358,25 @@ class InProcessJobDriver:
         ]
         return min(times, default=None)
 
-    def _to_pending(self, record: JobRecord, run_at: int) -> None:
-        self._index.remove(record)
+    def _oldest_pending(self, job_type: str) -> int | None:
+        entry = self._head(self._ready.get(job_type), "pending")
+        return entry[0] if entry is not None else None
+
+    def _to_pending(self, record: JobRecord, run_at: int, now: int) -> None:
+        self._index.leave(record)
         record.state = "pending"
         record.token = None
         record.run_at = run_at
-        self._index.add(record)
+        self._index.enter(record, now)
         self._push_ready(record)
         self._notify()
 
     def _lease(self, record: JobRecord, lease_ms: int, now: int, *, reclaimed: bool) -> ClaimedJob:
-        self._index.remove(record)
         record.attempts += 1
-        record.state = "active"
-        self._index.add(record)
+        if record.state != "active":
+            self._index.leave(record)
+            record.state = "active"
+            self._index.enter(record, now)
         record.seq = next(self._seq)
         record.token = f"{record.attempts}:{record.seq}"
         record.lease_until = now + lease_ms
@@ -400,9 +405,9 @@ class InProcessJobDriver:
 
     def _finish(self, record: JobRecord, state: JobState, error: str | None, now: int) -> None:
         retain = self._retention.of_state(state)
-        self._index.remove(record)
+        self._index.leave(record)
         record.state = state
-        self._index.add(record)
+        self._index.enter(record, now)
         record.token = None
         record.seq = next(self._seq)
         record.finished_at = now
@@ -421,7 +426,7 @@ class InProcessJobDriver:
             self._delete(record)
 
     def _delete(self, record: JobRecord) -> None:
-        self._index.remove(record)
+        self._index.leave(record)
         del self._jobs[record.id]
         if record.key is not None and self._keys.get(record.key) == record.id:
             del self._keys[record.key]

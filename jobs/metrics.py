@@ -3,7 +3,8 @@
 Instruments, and the attributes they carry:
 
 - ``jobs.executions`` (counter): one per settled attempt; ``job.type``, ``job.outcome``
-  (completed, retry, failed, lease_lost, detached).
+  (completed, retry, failed, lease_lost, cancelled: an operator cancelled it while it ran,
+  detached).
 - ``jobs.duration`` (histogram, ms): each attempt's run time; ``job.type``, ``job.outcome``.
 - ``jobs.lease.lost`` (counter): attempts whose lease was taken over; ``job.type``.
 - ``jobs.enqueued`` (counter): jobs stored (an enqueue dropped for its key is not counted);
@@ -114,6 +115,7 @@ class _Sample(Generic[T]):
         self.name = name
         self.loop = asyncio.get_running_loop()
         self.value: T | None = None
+        self.watchers = 0
         self._read_at = -SAMPLE_INTERVAL_S
         self._reading = False
 
@@ -122,8 +124,12 @@ class _Sample(Generic[T]):
         if not self._reading and now - self._read_at >= SAMPLE_INTERVAL_S:
             self._reading = True
             self._read_at = now
-            with contextlib.suppress(RuntimeError):  # the loop has closed: keep the last value
-                asyncio.run_coroutine_threadsafe(self._refresh(), self.loop)
+            refresh = self._refresh()
+            try:
+                asyncio.run_coroutine_threadsafe(refresh, self.loop)
+            except RuntimeError:  # the loop closed meanwhile: keep the last value
+                refresh.close()
+                self._reading = False
         return self.value
 
     async def _refresh(self) -> None:
@@ -150,27 +156,42 @@ def watch_queue(driver: JobDriver) -> Callable[[], None]:
     key = id(driver)
     if key not in _queues:
         _queues[key] = _Sample(lambda: _read_depth(driver), f"the queue depth of {driver!r}")
-    return lambda: _forget(_queues, key)
+    return _watching(_queues, key, _queues[key])
 
 
 def watch_outbox(store: Any) -> Callable[[], None]:
     """Report ``store``'s lag while a relay runs on it, if it can tell (an
     ``oldest_unpublished_age_ms()`` method); the call that stops it."""
     read = getattr(store, "oldest_unpublished_age_ms", None)
-    key = id(store)
-    if read is None or key in _outboxes:
+    if read is None:
         return lambda: None
+    key = id(store)
+    if key not in _outboxes:
 
-    async def lag() -> int:
-        return int(await read() or 0)
+        async def lag() -> int:
+            return int(await read() or 0)
 
-    name = str(getattr(store, "table_name", type(store).__name__))
-    _outboxes[key] = (name, _Sample(lag, f"the outbox lag of {store!r}"))
-    return lambda: _forget(_outboxes, key)
+        name = str(getattr(store, "table_name", type(store).__name__))
+        _outboxes[key] = (name, _Sample(lag, f"the outbox lag of {store!r}"))
+    return _watching(_outboxes, key, _outboxes[key][1])
 
 
-def _forget(watched: dict[int, Any], key: int) -> None:
-    watched.pop(key, None)
+def _watching(watched: dict[int, Any], key: int, sample: _Sample[Any]) -> Callable[[], None]:
+    """Count one more watcher of ``sample``; the call (idempotent) that counts it off, the
+    last one removing the source."""
+    sample.watchers += 1
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        if stopped:
+            return
+        stopped = True
+        sample.watchers -= 1
+        if sample.watchers <= 0:
+            watched.pop(key, None)
+
+    return stop
 
 
 async def _read_depth(driver: JobDriver) -> Depth:
@@ -182,8 +203,18 @@ async def _read_depth(driver: JobDriver) -> Depth:
     return {str(state): count for state, count in counts.items()}
 
 
+def _live(watched: dict[int, Any]) -> list[Any]:
+    """The watched sources, dropping any whose event loop has closed (a runner or relay that
+    was never closed, its loop gone): nothing could read them any more."""
+    for key, source in list(watched.items()):
+        sample = source[1] if isinstance(source, tuple) else source
+        if sample.loop.is_closed():
+            watched.pop(key, None)
+    return list(watched.values())
+
+
 def _observe_depth(options: CallbackOptions) -> Iterable[Observation]:
-    for sample in list(_queues.values()):
+    for sample in _live(_queues):
         latest = sample.latest()
         if not latest:
             continue
@@ -197,14 +228,14 @@ def _observe_depth(options: CallbackOptions) -> Iterable[Observation]:
 
 
 def _observe_oldest_due(options: CallbackOptions) -> Iterable[Observation]:
-    for sample in list(_queues.values()):
+    for sample in _live(_queues):
         for job_type, stats in (sample.latest() or {}).items():
             if isinstance(stats, JobTypeStats):
                 yield Observation(stats.oldest_due_age_ms or 0, {"job.type": job_type})
 
 
 def _observe_lag(options: CallbackOptions) -> Iterable[Observation]:
-    for table, sample in list(_outboxes.values()):
+    for table, sample in _live(_outboxes):
         lag = sample.latest()
         if lag is not None:
             yield Observation(lag, {"outbox.table": table})

@@ -80,7 +80,8 @@ class JobRunner:
             on_handler_done=self._free_slot,
         )
         self.stats: dict[str, int] = dict.fromkeys(
-            ("claimed", "completed", "retry", "failed", "lease_lost", "abandoned"), 0
+            ("claimed", "completed", "retry", "failed", "lease_lost", "cancelled", "abandoned"),
+            0,
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
         self._busy: set[Attempt] = set()  # attempts whose handler runs: they hold the slots

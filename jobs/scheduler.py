@@ -69,11 +69,13 @@ from .clock import Clock, SystemClock, to_datetime
 from .errors import JobsError, ScheduleError
 from .failures import FailureStreak, describe_cause
 from .health import Health, StoreContact, build_health, store_name
+from .metrics import record_enqueued
 from .queue import JobQueue
 from .retry import exponential_backoff
 from .schedule import Schedule, occurrence_iso
 from .settings import JobsSettings
 from .supervision import Supervisor
+from .telemetry import enqueue_span, enqueued
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
@@ -292,9 +294,12 @@ class JobScheduler:
             report.late.append(key)
             return "done"
         try:
-            request = self._request(schedule, occurrence)
-            async with asyncio.timeout(self.enqueue_timeout_ms / 1000):
-                job_id = await self.queue.driver.enqueue(request)
+            with enqueue_span(schedule.job_type) as span:
+                request = self._request(schedule, occurrence)
+                async with asyncio.timeout(self.enqueue_timeout_ms / 1000):
+                    job_id = await self.queue.driver.enqueue(request)
+                enqueued(span, request, job_id)
+            record_enqueued(request.type, job_id is not None)
         except Exception as exc:
             self._store_failed(exc)
             self._enqueue_failures.failed(exc, then=f"{key} is left to the next pass")

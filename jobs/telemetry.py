@@ -6,8 +6,9 @@ enqueue's PRODUCER span ``jobs.enqueue <type>``, whose context the job stores
 whatever process claims the job. Through the outbox, the entry stores the appending span's
 context and the relay's ``outbox.publish <type>`` span continues it. Attributes follow the
 OpenTelemetry messaging conventions where they fit (``messaging.system`` "neverlost", the job
-type as destination, the job id as message id). Without an SDK the spans are no-ops and a
-trace context already current (one propagated into the request) is carried as it is.
+type as destination, the job id as message id). Without an SDK (no tracer provider) no span
+is started, and a trace context already current (one propagated into the request) is
+carried as it is.
 """
 
 from __future__ import annotations

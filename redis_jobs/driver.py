@@ -60,9 +60,6 @@ import os
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from loguru import logger
-from redis import exceptions as redis_errors
-
 from jobs.clock import Clock
 from jobs.driver import (
     JOB_STATES,
@@ -78,6 +75,7 @@ from jobs.settings import Retention
 
 from .errors import translate
 from .keys import Keys
+from .memory_policy import check_memory_policy
 from .operations import RedisOperations
 from .records import fields_of, job_info
 from .scripts import ScriptArg, ScriptRunner, Shared
@@ -91,8 +89,6 @@ BLOCK_SHARE_OF_SOCKET_TIMEOUT = 0.8
 CANCEL_RETRY_S = 0.05
 """How often a wait being stopped is cancelled again (redis-py's send may drop a cancel)."""
 DEFAULT_REPLICA_TIMEOUT_MS = 1_000
-SAFE_MEMORY_POLICY = "noeviction"
-"""The only ``maxmemory-policy`` under which Redis never drops job keys to free memory."""
 
 
 class RedisJobDriver(RedisOperations):
@@ -321,31 +317,8 @@ class RedisJobDriver(RedisOperations):
             )
 
     async def _check_memory_policy(self) -> None:
-        """Warn when Redis may evict keys (RELIABILITY S16): evicted jobs are lost silently."""
-        try:
-            reply = await self._client.config_get(
-                "maxmemory-policy", **self._topology.node_options()
-            )
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+        if not await check_memory_policy(self._topology):
             self._policy_check = None  # unreachable now: ask again on a later call
-            return
-        except Exception as exc:  # CONFIG refused (managed Redis, renamed command): skip
-            logger.debug("could not read Redis maxmemory-policy ({}); not checked", exc)
-            return
-        policy = {self._text(name): self._text(value) for name, value in reply.items()}.get(
-            "maxmemory-policy"
-        )
-        if policy is None or policy == SAFE_MEMORY_POLICY:
-            logger.debug("Redis maxmemory-policy is {!r}", policy)
-        else:
-            logger.warning(
-                "Redis maxmemory-policy is {!r}, not {!r}: when Redis reaches maxmemory it may "
-                "evict job keys, and those jobs are lost without an error; set "
-                "maxmemory-policy {} on the server the job driver uses",
-                policy,
-                SAFE_MEMORY_POLICY,
-                SAFE_MEMORY_POLICY,
-            )
 
     def _now(self) -> str:
         return "" if self._clock is None else str(self._clock.now_ms())

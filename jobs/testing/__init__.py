@@ -1,7 +1,7 @@
 """Test support that ships: helpers for applications' tests, and the driver conformance suite.
 
 An application's tests run jobs when they say so, on the in-process driver and a ManualClock
-(the pytest plugin ``jobs.testing.plugin`` offers them as fixtures)::
+(the pytest plugin ``jobs.pytest_plugin`` offers them as fixtures)::
 
     async with await builder_for_tests([AppConfiguration], clock=clock).run() as context:
         await context.get_value(JOB_QUEUE).enqueue(SEND_RECEIPT, {"invoice_id": 7})

@@ -26,7 +26,7 @@ from ..outbox_relay import OutboxRelay
 from ..queue import JobQueue
 from ..runner import JobRunner
 from ..settings import JobsSettings
-from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOBS_SETTINGS, OUTBOX_RELAY
+from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_RUNNER, JOBS_SETTINGS, OUTBOX_RELAY
 from .app_context import TEST_CLOCK
 from .waiting import pending_jobs
 
@@ -140,6 +140,11 @@ def _parts(
     target: ApplicationContext | JobQueue,
 ) -> tuple[JobDriver, JobHandlerRegistry, JobsSettings, OutboxRelay | None, ManualClock | None]:
     if isinstance(target, ApplicationContext):
+        if JOB_RUNNER in target and target.get_value(JOB_RUNNER).is_running:
+            raise ValueError(
+                "run_jobs: the context's job runner is running, so jobs would also run behind "
+                "run_jobs' back; build the context with jobs.testing.builder_for_tests"
+            )
         relay = target.get_value(OUTBOX_RELAY) if OUTBOX_RELAY in target else None
         clock = target.get_value(TEST_CLOCK) if TEST_CLOCK in target else None
         return (

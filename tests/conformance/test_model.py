@@ -67,6 +67,7 @@ def test_the_driver_follows_the_spi_model(name: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1_200)
 @pytest.mark.parametrize("name", DRIVERS)
 def test_the_driver_follows_the_spi_model_at_length(name: str) -> None:
     check(name, max_examples=100, steps=50)

@@ -170,6 +170,12 @@ class Rig:
             await self.runner.close(drain_timeout_ms=5_000)
             await self.driver.close()
 
+    def wait_long(self) -> None:
+        """Idle waits of IDLE_POLL_MS: the runner otherwise caps a wait at its heartbeat interval
+        (its leases are not at stake while it is idle), so only a wake-up starts a job sooner."""
+        self.runner.settings.poll_interval_ms = IDLE_POLL_MS
+        self.runner.heartbeat_ms = IDLE_POLL_MS
+
     def executed_ids(self) -> set[str]:
         return {execution.job_id for execution in self.executions}
 
@@ -266,7 +272,7 @@ async def test_a_busy_runner_rides_out_a_redis_restart_and_loses_no_acknowledged
             await wait_until(drained, timeout=DRAIN_DEADLINE_S, message="every job to settle")
 
             # The wake-up after the restart: an idle runner on a long poll is woken at once.
-            rig.runner.settings.poll_interval_ms = IDLE_POLL_MS
+            rig.wait_long()
             await wait_until(rig.idle_in_long_wait, message="the runner in a long wait")
             woken_in = await rig.time_to_start(BEFORE + DURING)
             await wait_until(drained, message="the woken job to settle")
@@ -306,6 +312,7 @@ async def test_an_idle_runner_is_woken_after_a_restart(servers: RedisServers) ->
     """A runner blocked in BLPOP on a long poll when Redis restarts still wakes for new work."""
     server = await servers.start()
     rig = Rig(server, poll_interval_ms=IDLE_POLL_MS)
+    rig.wait_long()
     async with rig.running():
         await wait_until(rig.idle_in_long_wait, message="the runner in a long wait")
         await server.stop()

@@ -13,17 +13,22 @@ import textwrap
 import uuid
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jobs import (
     InProcessJobDriver,
     JobHandlerRegistry,
     JobQueue,
     JobRunner,
+    JobScheduler,
     ManualClock,
     NewJob,
+    Schedule,
 )
 from jobs.operations import JobTypeStats
+from jobs.telemetry import parse_traceparent
 from tests.support import attrs, metric_points, wait_until
 
 
@@ -186,3 +191,45 @@ def test_without_a_meter_provider_nothing_is_read() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
+
+
+async def test_a_scheduled_job_is_counted_and_traced_from_its_enqueue(
+    metric_reader: InMemoryMetricReader, span_exporter: InMemorySpanExporter
+) -> None:
+    job_type = fresh("m.cron")
+    driver = InProcessJobDriver()
+    scheduler = JobScheduler(JobQueue(driver), schedules=[Schedule(cron="* * * * *", job=job_type)])
+    report = await scheduler.run_pass()
+    assert report.queued
+    assert metric_points(metric_reader, "jobs.enqueued")[attrs(job_type=job_type)] == len(
+        report.queued
+    )
+    spans = [s for s in span_exporter.get_finished_spans() if s.name == f"jobs.enqueue {job_type}"]
+    assert len(spans) == len(report.queued) + len(report.dropped)
+    (job, *_) = await driver.claim(10, 1_000, [job_type])
+    origin = parse_traceparent(job.trace_context)
+    assert origin is not None
+    assert origin.span_id in {span.context.span_id for span in spans}
+
+
+async def test_a_store_two_runners_share_is_read_until_the_last_one_closes(
+    metric_reader: InMemoryMetricReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("jobs.metrics.SAMPLE_INTERVAL_S", 0.0)
+    job_type = fresh("m.shared")
+    driver = CountingDriver()
+    await JobQueue(driver).enqueue(job_type, delay_ms=3_600_000)
+    first, second = (JobRunner(driver, JobHandlerRegistry()) for _ in range(2))
+    key = attrs(job_type=job_type, job_state="scheduled")
+
+    def depth() -> dict[frozenset[tuple[str, Any]], Any]:
+        return metric_points(metric_reader, "jobs.queue.depth")
+
+    first.start()
+    second.start()
+    await wait_until(lambda: key in depth())
+    await first.close()
+    await first.close()
+    await wait_until(lambda: depth().get(key) == 1, message="still read for the second runner")
+    await second.close()
+    assert key not in depth()

@@ -285,3 +285,13 @@ async def test_builder_for_tests_takes_the_apps_builder_with_its_overrides() -> 
         [run] = await run_jobs(context)
         assert run.ok
         assert custom.sent == [(5, 1)]
+
+
+async def test_run_jobs_refuses_a_context_whose_runner_is_running() -> None:
+    from framework import ApplicationBuilder
+    from jobs import JobsAutoConfiguration
+
+    async with await ApplicationBuilder([JobsAutoConfiguration, MailConfiguration]).run() as ctx:
+        ctx.get_value(JOB_RUNNER).start()
+        with pytest.raises(ValueError, match="builder_for_tests"):
+            await run_jobs(ctx)
