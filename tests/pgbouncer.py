@@ -23,6 +23,8 @@ from sqlalchemy.engine import make_url
 from tests.stores import POSTGRES_URL
 
 PORTS = range(6400, 6600)
+POOL_SIZE = 6
+"""Server connections per PgBouncer: few, for the shared server's max_connections."""
 
 
 @dataclass(frozen=True)
@@ -40,26 +42,28 @@ class PgBouncer:
         )
 
 
-def _free_port() -> int:
-    for port in PORTS:
+def free_port(ports: range = PORTS) -> int:
+    """A free loopback port of ``ports`` (this engineer's private range, below the ephemeral
+    one, so no client socket takes it while a server restarts)."""
+    for port in ports:
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise RuntimeError("no free port in 6400-6599 for PgBouncer")
+    raise RuntimeError(f"no free loopback port in {ports}")
 
 
 @contextmanager
-def running_pgbouncer(pool_size: int = 20) -> Iterator[PgBouncer]:
+def running_pgbouncer(pool_size: int = POOL_SIZE) -> Iterator[PgBouncer]:
     binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
     if not os.path.exists(binary):
         raise RuntimeError("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
     server = make_url(POSTGRES_URL)
     home = Path(tempfile.mkdtemp(prefix="neverlost-pgbouncer-"))
     home.chmod(0o755)  # run as root, PgBouncer drops to "nobody", who must read its config
-    port = _free_port()
+    port = free_port()
     log = home / "pgbouncer.log"
     (home / "users.txt").write_text(f'"{server.username}" ""\n')
     (home / "pgbouncer.ini").write_text(
@@ -76,6 +80,7 @@ pool_mode = transaction
 default_pool_size = {pool_size}
 max_client_conn = 500
 server_reset_query =
+server_idle_timeout = 60
 ignore_startup_parameters = extra_float_digits
 logfile = {log}
 """

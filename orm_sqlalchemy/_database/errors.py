@@ -58,9 +58,12 @@ def _translate(exc: Exception, store: str) -> DriverError:
         and any(hint in str(exc) for hint in _SQLITE_SCHEMA_HINTS)
     ):
         return StoreSchemaError(f"{store} does not fit the database's tables: {exc}")
-    if isinstance(exc, (OSError, sqlite3.OperationalError, *_PG_UNAVAILABLE)) or (
-        isinstance(exc, asyncpg.InterfaceError | asyncpg.PostgresError)
-        and any(hint in str(exc) for hint in _LOST_CONNECTION_HINTS)
+    driver_cause = exc.__cause__
+    if isinstance(driver_cause, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+        # SQLAlchemy's adapted DBAPI error, raised bare by a pool connect: its driver cause.
+        return _translate(driver_cause, store)
+    if isinstance(exc, (OSError, sqlite3.OperationalError, *_PG_UNAVAILABLE)) or any(
+        hint in str(exc) for hint in _LOST_CONNECTION_HINTS
     ):
         reason = str(exc) or type(exc).__name__
         return StoreUnavailableError(f"{store} cannot reach its database: {reason}")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
-from jobs import JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY
+from jobs import JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY, JobQueue
 from jobs.cli.worker import WorkerOptions, WorkerProcess
+from tests.cli import app as cli_app
 from tests.stores import StoreTarget
+from tests.support import wait_until
 
 OUTBOX_APP = "tests.cli.app:CliOutboxApp"
 
@@ -63,3 +66,22 @@ async def test_options_leave_out_the_relay_and_scheduler_and_shape_the_runner() 
     process.stop_requested.set()
     assert await asyncio.wait_for(task, 30) == 0
     assert not runner.is_running
+
+
+async def test_jobs_still_running_at_the_drain_timeout_are_left_to_their_leases_and_exit_is_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    driver = cli_app.SharedInProcessDriver()
+    monkeypatch.setitem(cli_app.SHARED_STORE, "driver", driver)
+    job_id = await JobQueue(driver).enqueue("cli.block", {})
+    options = WorkerOptions(app="tests.cli.app:CliInProcessApp", drain_timeout_s=0.5)
+    process, task = await start(options)
+    assert process.runner is not None
+    await wait_until(lambda: process.runner is not None and process.runner.in_flight == 1)
+    started = time.monotonic()
+    process.stop_requested.set()
+    assert await asyncio.wait_for(task, 30) == 0
+    assert 0.5 <= time.monotonic() - started < 10
+    info = await driver.get_job(str(job_id))
+    assert info is not None
+    assert (info.state, info.attempts) == ("active", 1)  # not settled: its lease will expire

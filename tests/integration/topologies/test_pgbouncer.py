@@ -27,7 +27,7 @@ from orm_sqlalchemy import (
     create_engine,
 )
 from orm_sqlalchemy.tables import notify_channel
-from tests.pgbouncer import PgBouncer
+from tests.pgbouncer import POOL_SIZE, PgBouncer
 from tests.stores import POSTGRES_URL
 from tests.support import captured_logs, wait_until
 
@@ -41,7 +41,6 @@ SETTINGS = (
     "search_path",
     "idle_in_transaction_session_timeout",
 )
-POOL_SIZE = 20  # tests/pgbouncer.py: every server connection of the PgBouncer's pool
 
 
 def _asyncpg_dsn(url: str) -> str:
@@ -122,7 +121,7 @@ async def test_fresh_clients_of_the_pgbouncer_see_server_defaults_after_the_stor
 
     # Every server connection of the pool, through fresh clients: each round holds POOL_SIZE
     # transactions at once, so each runs on a server connection of its own.
-    for _round in range(2):
+    for _round in range(3):
         clients = await asyncio.gather(
             *(
                 asyncpg.connect(_asyncpg_dsn(pgbouncer.url), statement_cache_size=0)
