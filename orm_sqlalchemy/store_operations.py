@@ -1,6 +1,6 @@
-"""The operations SPI on the SQL job store, so far list_jobs, find_job, cancel, purge and delete
-(each one statement, so one atomic step per job); the others still raise NotImplementedError
-(issue 10).
+"""The operations SPI on the SQL job store, so far list_jobs, find_job, cancel, purge, delete
+and stats (each one statement, so one atomic step per job); requeue, requeue_failed, the
+worker registry and ``JobInfo.errors`` still raise NotImplementedError or stay empty (issue 10).
 
 A mixin of ``SQLAlchemyJobStore``: it runs the store's statements (``sql/jobs_*.sql``) through
 its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.
@@ -15,6 +15,7 @@ from typing import Any
 from jobs.driver import JobInfo, JobState
 from jobs.operations import (
     JobPage,
+    JobTypeStats,
     OperationsNotImplemented,
     check_age,
     check_cursor,
@@ -33,6 +34,8 @@ from ._database.connections import Row
 from .rows import job_info
 
 __all__ = ["SQLOperations"]
+
+_STATS_COUNTS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
 
 class SQLOperations(OperationsNotImplemented):
@@ -92,6 +95,19 @@ class SQLOperations(OperationsNotImplemented):
     async def cancel(self, job_id: str) -> bool:
         retain_ms = self._retention.of_state("cancelled")
         return bool(await self._fetch("cancel_job", id=check_job_id(job_id), retain_ms=retain_ms))
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        rows = await self._fetch("stats")
+        return {
+            row["type"]: JobTypeStats(
+                type=row["type"],
+                **{state: int(row[state]) for state in _STATS_COUNTS},
+                oldest_due_age_ms=(
+                    None if row["oldest_due_age_ms"] is None else int(row["oldest_due_age_ms"])
+                ),
+            )
+            for row in sorted(rows, key=lambda row: str(row["type"]))
+        }
 
     async def delete(self, job_id: str) -> bool:
         return bool(await self._fetch("delete_job", id=check_job_id(job_id)))

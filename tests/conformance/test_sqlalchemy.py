@@ -28,9 +28,10 @@ IMPLEMENTED = {
     "test_cancel_refuses_finished_and_unknown_jobs",
     "test_a_cancel_racing_a_complete_has_one_winner",
     "test_a_cancel_racing_a_claim_leaves_the_job_cancelled",
+    "test_stats_count_each_type_by_state",
 }
-"""The operations cases the SQL store passes so far: list, find, cancel, purge, delete
-(issue 10)."""
+"""The operations cases the SQL store passes so far: list, find, cancel, purge, delete,
+stats (issue 10)."""
 
 
 class TestSQLAlchemyJobStore(DriverConformance):
