@@ -47,7 +47,7 @@ async def test_a_job_of_a_killed_worker_is_reclaimed_after_its_lease(
         await driver.close()
 
 
-REPORTS_RECLAIMED: set[str] = set()
+REPORTS_RECLAIMED: set[str] = {"redis"}
 """Stores whose driver sets ClaimedJob.reclaimed (the operations SPI, issue 10); the driver's
 engineer adds its kind here when it does."""
 
