@@ -26,13 +26,6 @@ from .loading import load_builder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-SQL_SCHEMES = {
-    "sqlite": "sqlite+aiosqlite",
-    "sqlite+aiosqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+asyncpg",
-    "postgres": "postgresql+asyncpg",
-    "postgresql+asyncpg": "postgresql+asyncpg",
-}
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 ACCEPTED = "sqlite+aiosqlite://, postgresql:// (or postgres://), redis:// (or rediss://)"
 
@@ -153,33 +146,44 @@ async def open_target(spec: TargetSpec) -> Target:
 def driver_from_url(
     url: str, namespace: str | None = None, table_prefix: str | None = None
 ) -> JobDriver:
-    """A driver that owns its connection, for ``url``; CliUsageError naming a bad one."""
+    """A driver that owns its connection, for ``url``; CliUsageError naming a bad one.
+
+    SQL schemes are the store's own (``orm_sqlalchemy.ACCEPTED_SCHEMES``; the store maps
+    ``postgres://`` and friends to its async driver through ``normalize_url``).
+    """
     scheme = url.partition("://")[0].lower() if "://" in url else ""
-    if scheme in SQL_SCHEMES:
-        if namespace is not None:
-            raise CliUsageError(
-                "--namespace is for redis:// URLs; a SQL store takes --table-prefix"
-            )
-        from orm_sqlalchemy import SQLAlchemyJobStore
-
-        normalized = SQL_SCHEMES[scheme] + url[len(scheme) :]
-        try:
-            if table_prefix is None:
-                return SQLAlchemyJobStore(normalized)
-            return SQLAlchemyJobStore(normalized, table_prefix=table_prefix)
-        except (ValueError, ImportError) as exc:
-            raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
     if scheme in REDIS_SCHEMES:
-        if table_prefix is not None:
-            raise CliUsageError("--table-prefix is for SQL URLs; a Redis store takes --namespace")
-        from redis_jobs import RedisJobDriver
+        return _redis_driver(url, namespace, table_prefix)
+    from orm_sqlalchemy.engine import ACCEPTED_SCHEMES
 
-        try:
-            return RedisJobDriver(url=url, namespace=namespace or "jobs")
-        except ValueError as exc:
-            raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
+    if f"{scheme}://" in ACCEPTED_SCHEMES:
+        return _sql_store(url, namespace, table_prefix)
     shown = f"the unknown scheme {scheme!r}" if scheme else "no scheme"
     raise CliUsageError(f"--url {redact(url)!r} has {shown}; use {ACCEPTED}")
+
+
+def _redis_driver(url: str, namespace: str | None, table_prefix: str | None) -> JobDriver:
+    if table_prefix is not None:
+        raise CliUsageError("--table-prefix is for SQL URLs; a Redis store takes --namespace")
+    from redis_jobs import RedisJobDriver
+
+    try:
+        return RedisJobDriver(url=url, namespace=namespace or "jobs")
+    except ValueError as exc:
+        raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
+
+
+def _sql_store(url: str, namespace: str | None, table_prefix: str | None) -> JobDriver:
+    if namespace is not None:
+        raise CliUsageError("--namespace is for redis:// URLs; a SQL store takes --table-prefix")
+    from orm_sqlalchemy import SQLAlchemyJobStore
+
+    try:
+        if table_prefix is None:
+            return SQLAlchemyJobStore(url)
+        return SQLAlchemyJobStore(url, table_prefix=table_prefix)
+    except (ValueError, ImportError) as exc:
+        raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
 
 
 def redact(url: str) -> str:
