@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from jobs import Clock, JobDriver
+from jobs.testing.chaos import drop_store
 
 POSTGRES_URL = os.environ.get(
     "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
@@ -73,22 +73,4 @@ class StoreTarget:
 
     async def drop(self) -> None:
         """Remove everything the target's store wrote (never anything else)."""
-        if self.kind == "redis":
-            from redis.asyncio import Redis
-
-            from redis_jobs import delete_namespace
-
-            client = Redis.from_url(self.url)
-            try:
-                await delete_namespace(client, self.namespace)
-            finally:
-                await client.aclose()
-        elif self.kind in ("postgres", "pgbouncer"):
-            from orm_sqlalchemy import create_engine
-
-            engine = create_engine(self.url)
-            try:
-                async with engine.begin() as conn:
-                    await conn.execute(text(f'DROP TABLE IF EXISTS "{self.namespace}queue"'))
-            finally:
-                await engine.dispose()
+        await drop_store(self.url, self.namespace)

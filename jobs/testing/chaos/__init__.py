@@ -11,7 +11,7 @@ from .checker import Verdict, check_jobs, check_orders
 from .fleet import Fleet, WorkerOptions
 from .ledger import Ledger
 from .scenarios import ChaosPlan, ChaosTimeoutError, kill_outbox, kill_workers
-from .stores import ChaosStore
+from .stores import ChaosStore, drop_store
 
 __all__ = [
     "ChaosPlan",
@@ -23,6 +23,7 @@ __all__ = [
     "WorkerOptions",
     "check_jobs",
     "check_orders",
+    "drop_store",
     "kill_outbox",
     "kill_workers",
 ]

@@ -103,20 +103,27 @@ class ChaosStore:
 
     async def drop(self) -> None:
         """Remove the run's keys or tables (SQLite files are left to the caller's directory)."""
-        if self.kind == "redis":
-            from redis.asyncio import Redis
-
-            from redis_jobs import delete_namespace
-
-            client = Redis.from_url(self.job_url)
-            try:
-                await delete_namespace(client, self.namespace)
-            finally:
-                await client.aclose()
         for url in {self.job_url, self.outbox_url} - {None}:
             assert url is not None
-            if store_kind(url) == "postgres":
-                await _drop_prefixed_tables(url, self.namespace)
+            await drop_store(url, self.namespace)
+
+
+async def drop_store(url: str, namespace: str) -> None:
+    """Remove what a store at ``url`` wrote under ``namespace``: a Redis namespace's keys, or
+    every PostgreSQL table named with that prefix; a SQLite file is left to its directory."""
+    kind = store_kind(url)
+    if kind == "redis":
+        from redis.asyncio import Redis
+
+        from redis_jobs import delete_namespace
+
+        client = Redis.from_url(url)
+        try:
+            await delete_namespace(client, namespace)
+        finally:
+            await client.aclose()
+    elif kind == "postgres":
+        await _drop_prefixed_tables(url, namespace)
 
 
 async def _drop_prefixed_tables(url: str, prefix: str) -> None:
