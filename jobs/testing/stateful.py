@@ -162,6 +162,10 @@ class SpiStateMachine(RuleBasedStateMachine):
                 errors = [error.error for error in info.errors]
                 assert errors == job.errors[-20:], f"{job_id}: errors {errors}"
         assert self.run(self.driver.counts()) == self.model.counts()
+        if self.operations:
+            for key, job_id in self.model.keys.items():
+                found = self.run(self.driver.find_job(key))
+                assert (found.id if found else None) == job_id, f"find_job({key!r}): {found}"
 
 
 def spi_state_machine(

@@ -47,7 +47,7 @@ async def test_a_job_of_a_killed_worker_is_reclaimed_after_its_lease(
         await driver.close()
 
 
-REPORTS_RECLAIMED: set[str] = set()
+REPORTS_RECLAIMED: set[str] = {"redis"}
 """Stores whose driver sets ClaimedJob.reclaimed (the operations SPI, issue 10); the driver's
 engineer adds its kind here when it does."""
 
@@ -79,6 +79,32 @@ async def test_the_handlers_max_attempts_governs_a_job_a_producer_enqueued_witho
         assert await state(driver, job_id) == ("failed", 2, LEASE_EXPIRED_ERROR)
         assert [(e["event"], e["attempt"]) for e in read_ledger(ledger)] == [("start", 1)]
         assert await second.stop() == 0
+    finally:
+        await driver.close()
+
+
+CANCELS: set[str] = {"redis"}
+"""Stores whose driver implements cancel (the operations SPI, issue 10)."""
+
+
+async def test_cancelling_a_running_job_interrupts_its_handler_in_the_worker(
+    store_target: StoreTarget, spawn_worker: SpawnWorker, tmp_path: Path
+) -> None:
+    if store_target.kind not in CANCELS:
+        pytest.skip("cancel not yet implemented on this driver (issue 10)")
+    ledger = tmp_path / "ledger.jsonl"
+    driver = store_target.open()
+    try:
+        queue = JobQueue(driver)
+        job_id = await queue.enqueue("ledger.wait", {})
+        assert job_id is not None
+        worker = await spawn_worker(store_target, ledger, lease_ms=900)  # beats every 300 ms
+        await wait_until(lambda: len(read_ledger(ledger)) == 1, timeout=15, message="started")
+        assert await queue.cancel(job_id)
+        await wait_until(lambda: len(read_ledger(ledger)) == 2, timeout=5, message="interrupted")
+        assert [e["event"] for e in read_ledger(ledger)] == ["start", "stopped:cancelled"]
+        assert await worker.stop() == 0
+        assert (await state(driver, job_id))[:2] == ("cancelled", 1)
     finally:
         await driver.close()
 

@@ -9,6 +9,7 @@ Job types:
 - ``ledger.block``  first attempt blocks until the process is killed; later ones return.
 - ``ledger.stale``  first attempt blocks the event loop (no heartbeats can run) until attempt 2
   has started elsewhere (``payload["block_ms"]`` at most), then raises; later ones return.
+- ``ledger.wait``   waits for its abort signal and records the reason as ``stopped:<reason>``.
 - ``ledger.once``   max_attempts=1; the first attempt blocks until the process is killed,
   later ones (which should never run) return.
 """
@@ -71,6 +72,14 @@ class LedgerWorker:
         if ctx.attempt == 1:
             await asyncio.Event().wait()
         self.ledger.write("end", ctx)
+
+    @job_handler("ledger.wait")
+    async def wait(self, payload: Any, ctx: JobContext) -> None:
+        self.ledger.write("start", ctx)
+        try:
+            await ctx.signal.wait()
+        finally:
+            self.ledger.write(f"stopped:{ctx.signal.reason}", ctx)
 
     @job_handler("ledger.once", max_attempts=1)
     async def once(self, payload: Any, ctx: JobContext) -> None:

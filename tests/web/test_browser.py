@@ -62,9 +62,19 @@ async def ids(context: ApplicationContext) -> dict[str, str]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def page(browser: Any) -> AsyncIterator[Any]:
+    """A tab; at the end, no script error and no Content-Security-Policy violation on it."""
     page = await browser.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield page
     await page.close()
+    assert problems == []
 
 
 def type_cell(page: Any, job_type: str, column: str) -> Any:
