@@ -3,7 +3,8 @@
 The record lives for three heartbeat intervals in the store, so a worker that dies (or whose
 loop stalls) is gone from ``workers()`` three intervals after its last refresh; a clean close
 removes it at once. A store that fails a refresh is logged once per streak and tried again at
-the next interval; the runner's work does not depend on its presence.
+the next interval; the runner's work does not depend on its presence. The refresh loop runs
+under the runner's ``Supervisor`` (``PRESENCE_LOOP``), like its claim and heartbeat loops.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from loguru import logger
 
 from .driver import JobDriver
 from .operations import WorkerRegistration
+from .supervision import Supervisor
 
 LIVE_INTERVALS = 3
+PRESENCE_LOOP = "presence"
 
 
 def new_worker_id() -> str:
@@ -32,11 +35,12 @@ class WorkerPresence:
         driver: JobDriver,
         heartbeat_ms: int,
         describe: Callable[[], WorkerRegistration],
+        supervisor: Supervisor,
     ) -> None:
         self.driver = driver
         self.heartbeat_ms = heartbeat_ms
         self.describe = describe
-        self._task: asyncio.Task[None] | None = None
+        self._supervisor = supervisor
         self._registered = False
 
     @property
@@ -44,17 +48,12 @@ class WorkerPresence:
         return self.heartbeat_ms * LIVE_INTERVALS
 
     def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="jobs.runner.presence"
-            )
+        if not self._supervisor.running(PRESENCE_LOOP):
+            self._supervisor.spawn(PRESENCE_LOOP, self._run)
 
     async def stop(self) -> None:
         """Stop refreshing; the record expires ``ttl_ms`` after the last refresh."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await self._supervisor.close(PRESENCE_LOOP)
 
     async def close(self) -> None:
         """Stop refreshing and remove the record (best effort: it expires anyway)."""
@@ -70,7 +69,8 @@ class WorkerPresence:
 
     async def _run(self) -> None:
         failing = False
-        while True:
+        supervisor = self._supervisor
+        while not supervisor.stopping():
             try:
                 await self.refresh()
                 if failing:
@@ -79,6 +79,7 @@ class WorkerPresence:
             except NotImplementedError as exc:
                 logger.info("this driver keeps no worker registry; workers() will not list this "
                             "worker: {}", exc)
+                supervisor.stop(PRESENCE_LOOP)  # ended on purpose, not down
                 return
             except Exception as exc:
                 if not failing:
@@ -89,4 +90,4 @@ class WorkerPresence:
                         exc,
                     )
                 failing = True
-            await asyncio.sleep(self.heartbeat_ms / 1000)
+            await supervisor.wait(asyncio.sleep(self.heartbeat_ms / 1000))

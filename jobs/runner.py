@@ -4,8 +4,8 @@ The loop: claim as many jobs as there are free slots, start an ``Attempt`` for e
 (``execution``), and when the store has nothing more, wait for the driver's wake-up
 (``poll_interval_ms`` at most). Leases are kept by one ``LeaseKeeper`` (``leases``) and
 outcomes settled by one ``Settler`` (``settling``); dependencies run one way, from here down.
-A failing store call is logged and retried with backoff where it happens. The claim loop and
-the heartbeat loop run under a ``Supervisor``: anything else that escapes one is logged with
+A failing store call is logged and retried with backoff where it happens. The claim, heartbeat
+and presence loops run under one ``Supervisor``: anything else that escapes one is logged with
 its cause and the loop restarts after a backoff, ``health()`` red meanwhile. ``stop()`` ends
 claiming while attempts in flight go on (heartbeats too); ``close()`` also waits for them (up
 to ``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
@@ -87,7 +87,9 @@ class JobRunner:
         self._busy: set[Attempt] = set()  # attempts whose handler runs: they hold the slots
         self._started = False
         self.worker_id = new_worker_id()
-        self.presence = WorkerPresence(driver, self.heartbeat_ms, self._registration)
+        self.presence = WorkerPresence(
+            driver, self.heartbeat_ms, self._registration, self._supervisor
+        )
         self._claim_failures = FailureStreak("claiming jobs")
         self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
@@ -199,7 +201,7 @@ class JobRunner:
     async def _claim_loop(self) -> None:
         failures = self._claim_failures
         concurrency = self.settings.concurrency
-        while not self._stopping:
+        while not self._supervisor.stopping():  # this loop's own stop: a successor may run
             # A slot frees when its handler returns; the settle goes on beside the next job,
             # with at most ``concurrency`` settles in flight.
             free = min(

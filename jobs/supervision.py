@@ -80,18 +80,24 @@ class Supervisor:
         self.service = service
         self.backoff = backoff
         self._loops: dict[str, _Loop] = {}
-        self._ending: set[asyncio.Task[None]] = set()  # loops replaced while still ending
+        self._ending: dict[asyncio.Task[None], _Loop] = {}  # replaced while still ending
 
     def spawn(self, name: str, body: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Start loop ``name`` (``body()`` runs until it returns or ``stop(name)``)."""
+        """Start loop ``name`` (``body()`` runs until it returns or ``stop(name)``).
+
+        One loop of a name runs at a time: a loop spawned while its stopped predecessor is
+        still ending (``start()`` right after ``stop()``) runs its body once that one ended.
+        """
         previous = self._loops.get(name)
+        after: asyncio.Task[None] | None = None
         if previous is not None and previous.task is not None and not previous.task.done():
-            self._ending.add(previous.task)
-            previous.task.add_done_callback(self._ending.discard)
+            after = previous.task
+            self._ending[after] = previous
+            after.add_done_callback(self._forget)
         loop = _Loop(name, body)
         self._loops[name] = loop
         loop.task = asyncio.get_running_loop().create_task(
-            self._supervise(loop), name=f"{self.service}: {name}"
+            self._supervise(loop, after), name=f"{self.service}: {name}"
         )
 
     def running(self, name: str) -> bool:
@@ -99,8 +105,9 @@ class Supervisor:
         loop = self._loops.get(name)
         return loop is not None and not loop.stopping and loop.task is not None
 
-    def stopping(self, name: str) -> bool:
-        loop = self._loops.get(name)
+    def stopping(self, name: str | None = None) -> bool:
+        """Whether loop ``name`` (by default the calling loop) was told to stop."""
+        loop = self._current() if name is None else self._loops.get(name)
         return loop is None or loop.stopping
 
     def stop(self, *names: str) -> None:
@@ -149,8 +156,12 @@ class Supervisor:
                 reasons.append(f"the {name} loop is down{cause}")
         return reasons
 
-    async def _supervise(self, loop: _Loop) -> None:
+    async def _supervise(self, loop: _Loop, after: asyncio.Task[None] | None) -> None:
+        if after is not None:
+            await self._wait_in(loop, asyncio.wait([after]))
         while True:
+            if loop.stopping:
+                return
             started = time.monotonic()
             try:
                 await loop.body()
@@ -202,11 +213,16 @@ class Supervisor:
         finally:
             loop.waiting = False
 
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._ending.pop(task, None)
+
     def _current(self) -> _Loop:
         task = asyncio.current_task()
         for loop in self._loops.values():
             if loop.task is task:
                 return loop
+        if task is not None and task in self._ending:
+            return self._ending[task]
         raise RuntimeError(f"{self.service}: wait() called outside its supervised loops")
 
     def _selected(self, names: tuple[str, ...]) -> list[_Loop]:

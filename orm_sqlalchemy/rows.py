@@ -52,6 +52,9 @@ def job_info(row: Row) -> JobInfo:
         last_error=row["last_error"],
         key=row["key"],
         timeout_ms=row["timeout_ms"],
+        created_at=to_datetime(row["created_at"]),
+        finished_at=None if row["finished_at"] is None else to_datetime(row["finished_at"]),
+        trace_context=row["trace_context"],
     )
 
 

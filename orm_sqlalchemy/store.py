@@ -45,7 +45,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobs.clock import Clock, ManualClock
 from jobs.driver import LEASE_EXPIRED_ERROR, ClaimedJob, JobInfo, JobRequest, JobStateCounts
 from jobs.errors import DriverError
-from jobs.operations import OperationsNotImplemented
 from jobs.settings import Retention
 
 from ._database.batching import Coalescer
@@ -56,6 +55,7 @@ from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
 from .engine import configure_sqlite, create_engine
 from .rows import batch_params, claimed_job, first_of_each_key, job_info, state_counts
+from .store_operations import SQLOperations
 from .tables import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 
 __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
@@ -64,7 +64,7 @@ PRUNE_BATCH = 1_000
 """At most this many expired rows are deleted by one ``prune()``."""
 
 
-class SQLAlchemyJobStore(OperationsNotImplemented):
+class SQLAlchemyJobStore(SQLOperations):
     """The JobDriver on SQLAlchemy: SQLite (aiosqlite) or PostgreSQL (asyncpg).
 
     ``url`` or ``engine`` (exactly one): a URL makes an engine the store owns; an engine is

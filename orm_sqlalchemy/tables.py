@@ -141,6 +141,7 @@ def job_schema(
     finished = jobs.c.expires_at.is_not(None)
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
+    Index(f"ix_{name}_created", jobs.c.created_at, jobs.c.id)  # list_jobs, newest first
     return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname))
 
 

@@ -113,7 +113,8 @@ WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING type;
 
 -- name: get_job
-SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
+    created_at, finished_at, trace_context
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
 
@@ -134,3 +135,61 @@ WHERE expires_at <= {now} AND id IN (
     LIMIT :batch FOR UPDATE SKIP LOCKED
 )
 RETURNING 1;
+
+-- name: list_jobs
+-- Newest first, resuming strictly after the cursor's (created_at, id): the created index.
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
+    created_at, finished_at, trace_context
+FROM {table}
+WHERE (expires_at IS NULL OR expires_at > {now})
+    AND (CAST(:state AS text) IS NULL OR state = CAST(:state AS text))
+    AND (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
+    AND (CAST(:before_at AS bigint) IS NULL
+        OR (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text)))
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: find_job
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
+    created_at, finished_at, trace_context
+FROM {table}
+WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
+
+-- name: purge_jobs
+-- Live jobs in :states (never active) finished, or if pending created, by the cutoff.
+DELETE FROM {table}
+WHERE state = ANY(CAST(:states AS text[])) AND state <> 'active' AND (expires_at IS NULL OR expires_at > {now})
+    AND (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
+    AND (CAST(:older_than_ms AS bigint) IS NULL
+        OR COALESCE(finished_at, created_at) <= {now} - CAST(:older_than_ms AS bigint))
+RETURNING 1;
+
+-- name: delete_job
+DELETE FROM {table}
+WHERE id = :id AND state <> 'active' AND (expires_at IS NULL OR expires_at > {now})
+RETURNING 1;
+
+-- name: cancel_job
+-- A pending or active job becomes cancelled (finished); clearing its lease token refuses the
+-- worker's next heartbeat and settle.
+UPDATE {table} SET
+    state = 'cancelled', lease_token = NULL, due_at = NULL, finished_at = {now},
+    expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(keep_until, 0))
+WHERE id = :id AND state IN ('pending', 'active')
+RETURNING 1;
+
+-- name: stats
+-- Per type: live jobs by state (pending split into due and scheduled), and how long the oldest
+-- due job has been due. One pass over the live rows.
+SELECT type,
+    sum(CASE WHEN state = 'pending' AND run_at <= {now} THEN 1 ELSE 0 END) AS due,
+    sum(CASE WHEN state = 'pending' AND run_at > {now} THEN 1 ELSE 0 END) AS scheduled,
+    sum(CASE WHEN state = 'active' THEN 1 ELSE 0 END) AS active,
+    sum(CASE WHEN state = 'completed' THEN 1 ELSE 0 END) AS completed,
+    sum(CASE WHEN state = 'failed' THEN 1 ELSE 0 END) AS failed,
+    sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
+    {now} - min(CASE WHEN state = 'pending' AND run_at <= {now} THEN run_at END)
+        AS oldest_due_age_ms
+FROM {table}
+WHERE expires_at IS NULL OR expires_at > {now}
+GROUP BY type;

@@ -93,6 +93,7 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
     assert {index.name for index in schema.jobs.indexes} == {
         f"ix_{harness.table}_due",
         f"ix_{harness.table}_expires",
+        f"ix_{harness.table}_created",
     }
     with pytest.raises(ValueError, match="table_prefix"):
         job_schema('x"; DROP TABLE y; --')

@@ -4,6 +4,7 @@ so while it is down; a store that refuses every call turns health red within its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
@@ -255,3 +256,90 @@ async def test_the_scheduler_reports_a_store_it_cannot_reach_and_turns_green_whe
     await wait_until(lambda: scheduler.health().healthy, timeout=5, message="green")
     await scheduler.close()
     assert not scheduler.health().healthy
+
+
+class GatedClaims(InProcessJobDriver):
+    """An in-process driver whose first claim waits for ``gate``; claims are counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.claims = 0
+        self.second_claim = asyncio.Event()
+
+    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+        self.claims += 1
+        if self.claims == 1:
+            self.entered.set()
+            await self.gate.wait()
+        else:
+            self.second_claim.set()
+        return await super().claim(limit, lease_ms, types)
+
+
+async def test_start_right_after_stop_runs_one_claim_loop_within_concurrency() -> None:
+    driver = GatedClaims()
+    registry = JobHandlerRegistry()
+    running = 0
+    most = 0
+    done: list[Any] = []
+
+    async def handle(payload: Any) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.05)
+        running -= 1
+        done.append(payload)
+
+    registry.register("t", handle)
+    runner = JobRunner(driver, registry, concurrency=1, poll_interval_ms=50)
+    queue = JobQueue(driver)
+    await queue.enqueue("t", {"n": 1})
+    await queue.enqueue("t", {"n": 2})
+    runner.start()
+    await asyncio.wait_for(driver.entered.wait(), 5)  # the claim loop is inside a claim
+    runner.stop()
+    runner.start()
+    # A second loop would claim now, beside the first one's claim still in flight.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(driver.second_claim.wait(), 0.3)
+    driver.gate.set()
+    await wait_until(lambda: len(done) == 2, timeout=10, message="both jobs ran")
+    assert most == 1  # never more handlers than the concurrency
+    claim_tasks = [
+        task for task in asyncio.all_tasks()
+        if task.get_name() == "job runner: claim" and not task.done()
+    ]
+    assert len(claim_tasks) == 1
+    assert runner.health().healthy
+    await runner.close()
+
+
+class NoRegistry(InProcessJobDriver):
+    async def register_worker(self, worker: Any, ttl_ms: int) -> None:
+        raise NotImplementedError("no registry here")
+
+
+async def test_the_presence_loop_runs_under_the_runners_supervisor() -> None:
+    driver = InProcessJobDriver()
+    runner = _runner(driver, [])
+    runner.start()
+    async def listed() -> bool:
+        return bool(await driver.list_workers())
+
+    await wait_until(listed, message="registered")
+    assert runner.health().loops["presence"].alive
+    await runner.close()
+    assert not runner.health().loops["presence"].alive
+    assert await JobQueue(driver).workers() == []
+
+    quiet = NoRegistry()
+    runner = _runner(quiet, [])
+    runner.start()
+    await wait_until(
+        lambda: not runner.health().loops["presence"].alive, message="presence ended"
+    )
+    assert runner.health().healthy  # a driver without a registry is not a loop down
+    await runner.close()

@@ -1,0 +1,113 @@
+"""The operations SPI on the SQL job store, so far list_jobs, find_job, cancel, purge, delete
+and stats (each one statement, so one atomic step per job); requeue, requeue_failed, the
+worker registry and ``JobInfo.errors`` still raise NotImplementedError or stay empty (issue 10).
+
+A mixin of ``SQLAlchemyJobStore``: it runs the store's statements (``sql/jobs_*.sql``) through
+its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from typing import Any
+
+from jobs.driver import JobInfo, JobState
+from jobs.operations import (
+    JobPage,
+    JobTypeStats,
+    OperationsNotImplemented,
+    check_age,
+    check_cursor,
+    check_job_id,
+    check_key,
+    check_limit,
+    check_purge_states,
+    check_state,
+    check_type,
+    decode_cursor,
+    encode_cursor,
+)
+from jobs.settings import Retention
+
+from ._database.connections import Row
+from .rows import job_info
+
+__all__ = ["SQLOperations"]
+
+_STATS_COUNTS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
+
+
+class SQLOperations(OperationsNotImplemented):
+    _postgres: bool
+    _retention: Retention
+
+    async def _fetch(self, statement: str, **params: Any) -> list[Row]:
+        raise NotImplementedError
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        limit = check_limit(limit)
+        before_at, before_id = (None, None)
+        if cursor is not None:
+            before_at, before_id = decode_cursor(check_cursor(cursor))
+        rows = await self._fetch(
+            "list_jobs",
+            state=None if state is None else check_state(state),
+            type=None if job_type is None else check_type(job_type),
+            before_at=before_at,
+            before_id=before_id,
+            limit=limit + 1,
+        )
+        jobs = [job_info(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        last = rows[limit - 1] if more else None
+        return JobPage(
+            jobs=jobs,
+            next_cursor=None if last is None else encode_cursor(last["created_at"], last["id"]),
+        )
+
+    async def find_job(self, key: str) -> JobInfo | None:
+        rows = await self._fetch("find_job", key=check_key(key))
+        return job_info(rows[0]) if rows else None
+
+    async def purge(
+        self,
+        states: Collection[JobState],
+        job_type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        chosen = list(check_purge_states(states))
+        rows = await self._fetch(
+            "purge_jobs",
+            states=chosen if self._postgres else json.dumps(chosen),
+            type=None if job_type is None else check_type(job_type),
+            older_than_ms=None if older_than_ms is None else check_age(older_than_ms),
+        )
+        return len(rows)
+
+    async def cancel(self, job_id: str) -> bool:
+        retain_ms = self._retention.of_state("cancelled")
+        return bool(await self._fetch("cancel_job", id=check_job_id(job_id), retain_ms=retain_ms))
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        rows = await self._fetch("stats")
+        return {
+            row["type"]: JobTypeStats(
+                type=row["type"],
+                **{state: int(row[state]) for state in _STATS_COUNTS},
+                oldest_due_age_ms=(
+                    None if row["oldest_due_age_ms"] is None else int(row["oldest_due_age_ms"])
+                ),
+            )
+            for row in sorted(rows, key=lambda row: str(row["type"]))
+        }
+
+    async def delete(self, job_id: str) -> bool:
+        return bool(await self._fetch("delete_job", id=check_job_id(job_id)))
