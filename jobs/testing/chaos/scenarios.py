@@ -85,17 +85,27 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
     try:
         await fleet.start(plan.workers)
         queue = JobQueue(driver)
-        acknowledged = []
-        for start in range(0, plan.jobs, 100):
-            batch = range(start, min(start + 100, plan.jobs))
-            ids = await asyncio.gather(*(queue.enqueue(WORK, {"n": n}) for n in batch))
-            acknowledged += [job_id for job_id in ids if job_id is not None]
+        acknowledged: list[str] = []
+
+        async def produce() -> None:
+            # kills start while the jobs are still being enqueued, not after
+            for start in range(0, plan.jobs, 100):
+                batch = range(start, min(start + 100, plan.jobs))
+                ids = await asyncio.gather(*(queue.enqueue(WORK, {"n": n}) for n in batch))
+                acknowledged.extend(job_id for job_id in ids if job_id is not None)
+
+        producing = asyncio.create_task(produce())
 
         async def done() -> bool:
-            return await _idle(driver)
+            return producing.done() and await _idle(driver)
 
-        await _until(done, deadline=deadline, fleet=fleet, kill_every_s=plan.kill_every_s,
-                     what="every job to finish")  # fmt: skip
+        try:
+            await _until(done, deadline=deadline, fleet=fleet, kill_every_s=plan.kill_every_s,
+                         what="every job to finish")  # fmt: skip
+        finally:
+            if not producing.done():
+                producing.cancel()
+        await producing
         codes = await fleet.stop()
         events = ledger.read()
         starts = {e["job"] for e in events if e["event"] == "start"}

@@ -22,7 +22,8 @@ from jobs.testing.redis_server import redis_server_binary
 
 PORTS = range(7000, 7300)
 BUS_OFFSET = 10_000
-SETUP_TIMEOUT_S = 30.0
+SETUP_TIMEOUT_S = 60.0
+"""Generous: on a loaded 2-core machine a cluster can take tens of seconds to agree."""
 SERVICE = "jobs-primary"
 
 
