@@ -127,7 +127,7 @@ class Attempt:
         token = activate(span)
         loop = asyncio.get_running_loop()
         leases = self.services.leases
-        self.lease = lease = leases.hold(self.job, self._on_lease_lost)
+        self.lease = lease = leases.hold(self.job, self._interrupt)
         if self.timeout_ms is not None:
             self._timeout_handle = loop.call_later(self.timeout_ms / 1000, self._on_timeout)
         try:
@@ -216,9 +216,6 @@ class Attempt:
         for handle in (self._timeout_handle, self._grace_handle):
             if handle is not None:
                 handle.cancel()
-
-    def _on_lease_lost(self, reason: str) -> None:
-        self._interrupt(reason)
 
     # -- settle --------------------------------------------------------------------------------
 

@@ -52,9 +52,6 @@ class LeaseKeeper:
         self._leases: set[Lease] = set()
         self._failures = FailureStreak("extending leases", level="WARNING")
 
-    def __len__(self) -> int:
-        return len(self._leases)
-
     def hold(self, job: ClaimedJob, on_lost: Callable[[str], None]) -> Lease:
         """Start beating ``job``'s lease; ``on_lost`` runs if the store refuses a beat."""
         lease = Lease(job, on_lost, asyncio.get_running_loop().time())
