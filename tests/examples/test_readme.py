@@ -27,7 +27,7 @@ EXPECTED_OUTPUT = {
     "dashboard": "200 True",
     "observability": 'jobs_executions_total{job_outcome="completed",job_type="email.send"',
     "batches": "[True, True, True, False]\npayload[\"at\"]: set is not JSON (use a list)\n"
-    "True ['claim', 'heartbeat'] 0\n",
+    "True ['claim', 'heartbeat', 'presence'] 0\n",
     "operations": "1 PermanentError: mailbox does not exist\nTrue\nTrue\n"
     "due=1 scheduled=0 cancelled=1\n1\n",
     "testing": "Receipt(invoice_id=7)\npending 1\ncompleted 2 09:00:01\n[7]",
