@@ -1,6 +1,6 @@
-"""The operations SPI on the SQL job store, so far list_jobs, find_job, cancel, purge, delete
-and stats (each one statement, so one atomic step per job); requeue, requeue_failed, the
-worker registry and ``JobInfo.errors`` still raise NotImplementedError or stay empty (issue 10).
+"""The operations SPI on the SQL job store, so far list_jobs, find_job, requeue, cancel, purge,
+delete and stats (each one statement, so one atomic step per job); the worker registry and
+``JobInfo.errors`` still raise NotImplementedError or stay empty (issue 10).
 
 A mixin of ``SQLAlchemyJobStore``: it runs the store's statements (``sql/jobs_*.sql``) through
 its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.
@@ -43,6 +43,9 @@ class SQLOperations(OperationsNotImplemented):
     _retention: Retention
 
     async def _fetch(self, statement: str, **params: Any) -> list[Row]:
+        raise NotImplementedError
+
+    def _announce(self, job_type: str) -> None:
         raise NotImplementedError
 
     async def list_jobs(
@@ -90,6 +93,20 @@ class SQLOperations(OperationsNotImplemented):
             type=None if job_type is None else check_type(job_type),
             older_than_ms=None if older_than_ms is None else check_age(older_than_ms),
         )
+        return len(rows)
+
+    async def requeue(self, job_id: str) -> bool:
+        rows = await self._fetch("requeue_job", id=check_job_id(job_id))
+        for job_type in {row["type"] for row in rows}:
+            self._announce(job_type)
+        return bool(rows)
+
+    async def requeue_failed(self, job_type: str | None = None) -> int:
+        rows = await self._fetch(
+            "requeue_failed", type=None if job_type is None else check_type(job_type)
+        )
+        for moved_type in {row["type"] for row in rows}:
+            self._announce(moved_type)
         return len(rows)
 
     async def cancel(self, job_id: str) -> bool:

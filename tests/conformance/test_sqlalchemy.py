@@ -29,9 +29,17 @@ IMPLEMENTED = {
     "test_a_cancel_racing_a_complete_has_one_winner",
     "test_a_cancel_racing_a_claim_leaves_the_job_cancelled",
     "test_stats_count_each_type_by_state",
+    "test_list_jobs_filters_by_state_and_type",
+    "test_requeue_of_a_cancelled_job",
+    "test_requeue_refuses_every_other_state",
+    "test_requeue_failed_moves_every_failed_job_of_a_type",
+    "test_an_operator_retry_racing_a_claim_has_one_outcome",
+    "test_a_purge_racing_a_retry_has_one_winner",
+    "test_two_operator_retries_give_one_attempt",
+    "test_unknown_ids_are_none_or_false",
 }
-"""The operations cases the SQL store passes so far: list, find, cancel, purge, delete,
-stats (issue 10)."""
+"""The operations cases the SQL store passes so far: list, find, requeue, cancel, purge,
+delete, stats (issue 10)."""
 
 
 class TestSQLAlchemyJobStore(DriverConformance):

@@ -176,3 +176,20 @@ SELECT type,
 FROM {table}
 WHERE expires_at IS NULL OR expires_at > :now
 GROUP BY type;
+
+-- name: requeue_job
+-- An operator's retry: a live failed or cancelled job becomes pending, due now, with exactly
+-- one more attempt; id, key, payload and errors stay.
+UPDATE {table} SET
+    state = 'pending', max_attempts = attempts + 1, run_at = :now, due_at = :now,
+    lease_token = NULL, finished_at = NULL, expires_at = NULL
+WHERE id = :id AND state IN ('failed', 'cancelled') AND expires_at > :now
+RETURNING type;
+
+-- name: requeue_failed
+-- requeue_job for every live failed job (of :type), in one write transaction.
+UPDATE {table} SET
+    state = 'pending', max_attempts = attempts + 1, run_at = :now, due_at = :now,
+    lease_token = NULL, finished_at = NULL, expires_at = NULL
+WHERE state = 'failed' AND expires_at > :now AND (:type IS NULL OR type = :type)
+RETURNING type;
