@@ -9,13 +9,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from jobs.clock import to_datetime
-from jobs.driver import JOB_STATES, ClaimedJob, JobInfo, JobRequest, JobState, JobStateCounts
+from jobs.driver import (
+    JOB_STATES,
+    ClaimedJob,
+    FailedAttempt,
+    JobInfo,
+    JobRequest,
+    JobState,
+    JobStateCounts,
+)
 from jobs.outbox import OutboxEntry
 from jobs.payload import decode_payload
 
 __all__ = [
     "batch_params",
     "claimed_job",
+    "failed_attempts",
     "first_of_each_key",
     "job_info",
     "outbox_entry",
@@ -37,6 +46,8 @@ def claimed_job(row: Row) -> ClaimedJob:
         timeout_ms=row["timeout_ms"],
         key=row["key"],
         trace_context=row["trace_context"],
+        reclaimed=bool(row["reclaimed"]),
+        run_at_ms=row["run_at"],
     )
 
 
@@ -55,6 +66,17 @@ def job_info(row: Row) -> JobInfo:
         created_at=to_datetime(row["created_at"]),
         finished_at=None if row["finished_at"] is None else to_datetime(row["finished_at"]),
         trace_context=row["trace_context"],
+        errors=failed_attempts(row["errors"]),
+    )
+
+
+def failed_attempts(errors: str | None) -> tuple[FailedAttempt, ...]:
+    """The ``errors`` column (JSON ``[[attempt, at_ms, error], ...]``) as FailedAttempts."""
+    if not errors:
+        return ()
+    return tuple(
+        FailedAttempt(attempt=int(attempt), at=to_datetime(int(at)), error=error)
+        for attempt, at, error in json.loads(errors)
     )
 
 

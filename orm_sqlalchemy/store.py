@@ -43,7 +43,14 @@ from sqlalchemy import MetaData, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobs.clock import Clock, ManualClock
-from jobs.driver import LEASE_EXPIRED_ERROR, ClaimedJob, JobInfo, JobRequest, JobStateCounts
+from jobs.driver import (
+    LEASE_EXPIRED_ERROR,
+    MAX_ERRORS_KEPT,
+    ClaimedJob,
+    JobInfo,
+    JobRequest,
+    JobStateCounts,
+)
 from jobs.errors import DriverError
 from jobs.settings import Retention
 
@@ -208,6 +215,7 @@ class SQLAlchemyJobStore(SQLOperations):
             limit=limit,
             lease_ms=lease_ms,
             lease_expired_error=LEASE_EXPIRED_ERROR,
+            max_errors=MAX_ERRORS_KEPT,
             retain_failed_ms=self._retention.failed_ms,
         )
         leased: list[Row] = []
@@ -242,6 +250,7 @@ class SQLAlchemyJobStore(SQLOperations):
             lease_token=lease_token,
             delay_ms=delay_ms,
             error=error,
+            max_errors=MAX_ERRORS_KEPT,
         )
         if rows:
             self._announce(rows[0]["type"])
@@ -360,7 +369,13 @@ class SQLAlchemyJobStore(SQLOperations):
     async def _finish(self, job_id: str, lease_token: str, state: str, error: str | None) -> bool:
         retain = self._retention.of_state(state)
         rows = await self._fetch(
-            "finish", id=job_id, lease_token=lease_token, state=state, error=error, retain_ms=retain
+            "finish",
+            id=job_id,
+            lease_token=lease_token,
+            state=state,
+            error=error,
+            retain_ms=retain,
+            max_errors=MAX_ERRORS_KEPT,
         )
         return bool(rows)
 

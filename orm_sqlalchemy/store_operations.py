@@ -1,6 +1,6 @@
 """The operations SPI on the SQL job store, so far list_jobs, find_job, requeue, cancel, purge,
-delete and stats (each one statement, so one atomic step per job); the worker registry and
-``JobInfo.errors`` still raise NotImplementedError or stay empty (issue 10).
+delete and stats (each one statement, so one atomic step per job); the worker registry still
+raises NotImplementedError (issue 10).
 
 A mixin of ``SQLAlchemyJobStore``: it runs the store's statements (``sql/jobs_*.sql``) through
 its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.

@@ -132,6 +132,7 @@ def job_schema(
         Column("trace_context", Text, nullable=True),
         Column("keep_until", BigInteger, nullable=True),
         Column("last_error", Text, nullable=True),
+        Column("errors", Text, nullable=True),  # JSON [[attempt, at, error], ...], newest last
         Column("created_at", BigInteger, nullable=False),
         Column("finished_at", BigInteger, nullable=True),
         Column("expires_at", BigInteger, nullable=True),

@@ -37,9 +37,13 @@ IMPLEMENTED = {
     "test_a_purge_racing_a_retry_has_one_winner",
     "test_two_operator_retries_give_one_attempt",
     "test_unknown_ids_are_none_or_false",
+    "test_requeue_gives_a_failed_job_exactly_one_more_attempt",
+    "test_errors_keep_every_failed_attempt_newest_last",
+    "test_a_lease_expiring_with_no_attempts_left_is_an_error_of_its_attempt",
+    "test_a_reclaimed_delivery_says_so",
 }
 """The operations cases the SQL store passes so far: list, find, requeue, cancel, purge,
-delete, stats (issue 10)."""
+delete, stats, the errors history (issue 10)."""
 
 
 class TestSQLAlchemyJobStore(DriverConformance):

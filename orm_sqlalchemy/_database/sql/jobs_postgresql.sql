@@ -20,7 +20,7 @@ ON CONFLICT (key) DO UPDATE SET
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
-    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
@@ -47,7 +47,7 @@ ON CONFLICT (key) DO UPDATE SET
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
-    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
@@ -56,7 +56,7 @@ RETURNING j.id, j.type;
 -- Due pending jobs and expired leases, oldest due first, skipping rows another claimer holds.
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
 WITH due AS MATERIALIZED (
-    SELECT id FROM {table}
+    SELECT id, state FROM {table}
     WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
     ORDER BY due_at
     LIMIT :limit
@@ -73,6 +73,10 @@ UPDATE {table} AS j SET
         THEN NULL ELSE {now} + CAST(:lease_ms AS bigint) END,
     last_error = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
         THEN CAST(:lease_expired_error AS text) ELSE j.last_error END,
+    errors = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        THEN CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
+            THEN CAST(j.errors AS jsonb) - 0 ELSE COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb)) END
+        || jsonb_build_array(jsonb_build_array(j.attempts, {now}, CAST(:lease_expired_error AS text))) AS text) ELSE j.errors END,
     finished_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
         THEN {now} END,
     expires_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
@@ -80,7 +84,7 @@ UPDATE {table} AS j SET
 FROM due
 WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
-    j.lease_token, j.timeout_ms, j.key, j.trace_context;
+    j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = {now} + CAST(:lease_ms AS bigint)
@@ -89,9 +93,15 @@ RETURNING 1;
 
 -- name: finish
 -- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
+-- A retry's or fail's error is appended to errors, a JSON array of [attempt, at, error], newest
+-- last, the last :max_errors kept.
 UPDATE {table} SET
     state = :state, lease_token = NULL, due_at = NULL,
     last_error = COALESCE(CAST(:error AS text), last_error), finished_at = {now},
+    errors = CASE WHEN CAST(:error AS text) IS NULL THEN errors
+        ELSE CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
+            THEN CAST(errors AS jsonb) - 0 ELSE COALESCE(CAST(errors AS jsonb), CAST('[]' AS jsonb)) END
+        || jsonb_build_array(jsonb_build_array(attempts, {now}, CAST(:error AS text))) AS text) END,
     expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(keep_until, 0))
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
@@ -108,13 +118,16 @@ RETURNING j.id;
 -- name: retry
 UPDATE {table} SET
     state = 'pending', lease_token = NULL, last_error = :error,
+    errors = CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
+            THEN CAST(errors AS jsonb) - 0 ELSE COALESCE(CAST(errors AS jsonb), CAST('[]' AS jsonb)) END
+        || jsonb_build_array(jsonb_build_array(attempts, {now}, CAST(:error AS text))) AS text),
     run_at = {now} + CAST(:delay_ms AS bigint), due_at = {now} + CAST(:delay_ms AS bigint)
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context
+    created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
 
@@ -139,7 +152,7 @@ RETURNING 1;
 -- name: list_jobs
 -- Newest first, resuming strictly after the cursor's (created_at, id): the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context
+    created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE (expires_at IS NULL OR expires_at > {now})
     AND (CAST(:state AS text) IS NULL OR state = CAST(:state AS text))
@@ -151,7 +164,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context
+    created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
 

@@ -21,7 +21,7 @@ ON CONFLICT (key) DO UPDATE SET
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
-    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
@@ -43,7 +43,7 @@ ON CONFLICT (key) DO UPDATE SET
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
-    last_error = NULL, created_at = excluded.created_at, finished_at = NULL,
+    last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
@@ -51,17 +51,24 @@ RETURNING id, type;
 -- name: claim
 -- Due pending jobs and expired leases, oldest due first, in one UPDATE ... RETURNING.
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
+-- RETURNING sees only the new row, so a reclaim's token carries the mark 'r' after the attempt
+-- (the random part is lowercase hex, which has none): the token stays opaque to workers.
 UPDATE {table} SET
     state = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN 'failed' ELSE 'active' END,
     attempts = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN attempts ELSE attempts + 1 END,
     lease_token = CASE WHEN state = 'active' AND attempts >= max_attempts
-        THEN NULL ELSE (attempts + 1) || ':' || lower(hex(randomblob(12))) END,
+        THEN NULL ELSE (attempts + 1) || ':' || CASE WHEN state = 'active' THEN 'r' ELSE '' END
+            || lower(hex(randomblob(12))) END,
     due_at = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN NULL ELSE :now + :lease_ms END,
     last_error = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN :lease_expired_error ELSE last_error END,
+    errors = CASE WHEN state = 'active' AND attempts >= max_attempts
+        THEN CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
+            THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json_array(attempts, :now, :lease_expired_error))
+        ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now, :lease_expired_error)) END ELSE errors END,
     finished_at = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN :now END,
     expires_at = CASE WHEN state = 'active' AND attempts >= max_attempts
@@ -73,7 +80,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context;
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms
@@ -82,9 +89,15 @@ RETURNING 1;
 
 -- name: finish
 -- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
+-- A retry's or fail's error is appended to errors, a JSON array of [attempt, at, error], newest
+-- last, the last :max_errors kept.
 UPDATE {table} SET
     state = :state, lease_token = NULL, due_at = NULL,
     last_error = coalesce(:error, last_error), finished_at = :now,
+    errors = CASE WHEN :error IS NULL THEN errors
+        ELSE CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
+            THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json_array(attempts, :now, :error))
+        ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now, :error)) END END,
     expires_at = max(:now + :retain_ms, coalesce(keep_until, 0))
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
@@ -92,13 +105,16 @@ RETURNING 1;
 -- name: retry
 UPDATE {table} SET
     state = 'pending', lease_token = NULL, last_error = :error,
+    errors = CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
+            THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json_array(attempts, :now, :error))
+        ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now, :error)) END,
     run_at = :now + :delay_ms, due_at = :now + :delay_ms
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context
+    created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
 
@@ -122,7 +138,7 @@ RETURNING 1;
 -- name: list_jobs
 -- Newest first, resuming strictly after the cursor's (created_at, id): the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context
+    created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE (expires_at IS NULL OR expires_at > :now)
     AND (:state IS NULL OR state = :state)
@@ -134,7 +150,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context
+    created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > :now);
 
