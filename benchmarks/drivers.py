@@ -58,7 +58,8 @@ async def postgres() -> AsyncIterator[JobDriver]:
         await store.close()
         engine = create_engine(POSTGRES_URL)
         async with engine.begin() as conn:
-            await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}queue"'))
+            for table in ("queue", "workers"):
+                await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}{table}"'))
         await engine.dispose()
 
 

@@ -43,7 +43,7 @@ async def database(kind: str) -> AsyncIterator[tuple[str, str]]:
     finally:
         engine = create_engine(POSTGRES_URL)
         async with engine.begin() as conn:
-            for table in ("queue", "entries"):
+            for table in ("queue", "workers", "entries"):
                 await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}{table}"'))
         await engine.dispose()
 

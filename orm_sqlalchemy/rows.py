@@ -18,6 +18,7 @@ from jobs.driver import (
     JobState,
     JobStateCounts,
 )
+from jobs.operations import WorkerInfo
 from jobs.outbox import OutboxEntry
 from jobs.payload import decode_payload
 
@@ -29,6 +30,7 @@ __all__ = [
     "job_info",
     "outbox_entry",
     "state_counts",
+    "worker_info",
 ]
 
 Row = Mapping[str, Any]
@@ -77,6 +79,20 @@ def failed_attempts(errors: str | None) -> tuple[FailedAttempt, ...]:
     return tuple(
         FailedAttempt(attempt=int(attempt), at=to_datetime(int(at)), error=error)
         for attempt, at, error in json.loads(errors)
+    )
+
+
+def worker_info(row: Row) -> WorkerInfo:
+    """A row of the workers table (``types`` is a JSON array)."""
+    return WorkerInfo(
+        id=row["id"],
+        host=row["host"],
+        pid=row["pid"],
+        types=tuple(json.loads(row["types"])),
+        concurrency=row["concurrency"],
+        in_flight=row["in_flight"],
+        started_at=to_datetime(row["started_at"]),
+        last_seen=to_datetime(row["last_seen"]),
     )
 
 

@@ -116,8 +116,9 @@ class SQLAlchemyJobStore(SQLOperations):
         self._postgres = dialect.name == "postgresql"
         url_text = self._engine.url.render_as_string(hide_password=True)
         self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
-        self._sql = load_statements(
-            dialect.name, dialect.identifier_preparer.format_table(self._schema.jobs)
+        quoted = dialect.identifier_preparer.format_table
+        self._sql = load_statements(dialect.name, quoted(self._schema.jobs)) | load_statements(
+            dialect.name, quoted(self._schema.workers), resource="workers"
         )
         self._backend: Backend
         self._wakeups: PostgresWakeups | None = None

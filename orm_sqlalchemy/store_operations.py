@@ -1,6 +1,6 @@
 """The operations SPI on the SQL job store, so far list_jobs, find_job, requeue, cancel, purge,
-delete and stats (each one statement, so one atomic step per job); the worker registry still
-raises NotImplementedError (issue 10).
+delete and stats (each one statement, so one atomic step per job), and the worker registry (a
+``<prefix>workers`` table beside the job table, stamped by the store's clock).
 
 A mixin of ``SQLAlchemyJobStore``: it runs the store's statements (``sql/jobs_*.sql``) through
 its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.
@@ -16,7 +16,8 @@ from jobs.driver import JobInfo, JobState
 from jobs.operations import (
     JobPage,
     JobTypeStats,
-    OperationsNotImplemented,
+    WorkerInfo,
+    WorkerRegistration,
     check_age,
     check_cursor,
     check_job_id,
@@ -31,14 +32,14 @@ from jobs.operations import (
 from jobs.settings import Retention
 
 from ._database.connections import Row
-from .rows import job_info
+from .rows import job_info, worker_info
 
 __all__ = ["SQLOperations"]
 
 _STATS_COUNTS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
 
-class SQLOperations(OperationsNotImplemented):
+class SQLOperations:
     _postgres: bool
     _retention: Retention
 
@@ -128,3 +129,25 @@ class SQLOperations(OperationsNotImplemented):
 
     async def delete(self, job_id: str) -> bool:
         return bool(await self._fetch("delete_job", id=check_job_id(job_id)))
+
+    async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
+        if ttl_ms <= 0:
+            raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
+        await self._fetch(
+            "register_worker",
+            id=worker.id,
+            host=worker.host,
+            pid=worker.pid,
+            types=json.dumps(list(worker.types)),
+            concurrency=worker.concurrency,
+            in_flight=worker.in_flight,
+            ttl_ms=ttl_ms,
+        )
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        await self._fetch("deregister_worker", id=worker_id)
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        if not self._postgres:  # PostgreSQL deletes them in the listing's statement
+            await self._fetch("prune_workers")
+        return [worker_info(row) for row in await self._fetch("list_workers")]

@@ -91,11 +91,13 @@ DEFAULT_TABLE_PREFIX = "jobs_"
 
 @dataclass(frozen=True, slots=True)
 class JobSchema:
-    """The job table of one prefix, the MetaData holding it and its LISTEN/NOTIFY channel."""
+    """The job table of one prefix, its worker registry table, the MetaData holding them and
+    the job table's LISTEN/NOTIFY channel."""
 
     metadata: MetaData
     jobs: Table
     notify_channel: str
+    workers: Table
 
     @property
     def qualified_name(self) -> str:
@@ -109,7 +111,8 @@ def job_schema(
     *,
     schema: str | None = None,
 ) -> JobSchema:
-    """The job table ``<prefix>queue`` in ``metadata`` (a new MetaData when None).
+    """The job table ``<prefix>queue`` and the live workers' ``<prefix>workers`` in
+    ``metadata`` (a new MetaData when None).
 
     Pass your application's MetaData to have Alembic autogenerate the table with the rest.
     """
@@ -143,7 +146,22 @@ def job_schema(
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
     Index(f"ix_{name}_created", jobs.c.created_at, jobs.c.id)  # list_jobs, newest first
-    return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname))
+    workers = Table(
+        f"{table_prefix}workers",
+        metadata,
+        Column("id", String(255), primary_key=True),
+        Column("host", Text, nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("types", Text, nullable=False),  # JSON array of job types
+        Column("concurrency", Integer, nullable=False),
+        Column("in_flight", Integer, nullable=False),
+        Column("started_at", BigInteger, nullable=False),
+        Column("last_seen", BigInteger, nullable=False),
+        Column("expires_at", BigInteger, nullable=False),
+        schema=schema,
+    )
+    Index(f"ix_{table_prefix}workers_expires", workers.c.expires_at)
+    return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname), workers)
 
 
 def check_columns(
@@ -166,7 +184,8 @@ def check_columns(
 
 
 async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bool) -> None:
-    """Create the job table unless it exists (``create``), then check its columns.
+    """Create the job and worker tables unless they exist (``create``), then check their
+    columns.
 
     Race-safe across processes: on PostgreSQL under a transaction-scoped advisory lock keyed
     by the table name, in READ COMMITTED so that a table made by whoever held the lock before
@@ -175,14 +194,17 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     postgres = engine.dialect.name == "postgresql"
 
     def work(connection: Connection) -> None:
+        tables = (schema.jobs, schema.workers)
         if create:
-            schema.jobs.create(connection, checkfirst=True)
+            for table in tables:
+                table.create(connection, checkfirst=True)
         inspector = inspect(connection)
-        table = schema.jobs
-        found = None
-        if inspector.has_table(table.name, schema=table.schema):
-            found = [column["name"] for column in inspector.get_columns(table.name, table.schema)]
-        check_columns(table, found)
+        for table in tables:
+            found = None
+            if inspector.has_table(table.name, schema=table.schema):
+                columns = inspector.get_columns(table.name, table.schema)
+                found = [column["name"] for column in columns]
+            check_columns(table, found)
 
     async with engine.connect() as connection:
         if postgres:

@@ -57,7 +57,8 @@ class App:
         await self.jobs.close()
         if self.harness.postgres:
             async with self.tm.engine.begin() as conn:
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}queue"'))
+                for table in ("queue", "workers"):
+                    await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}{table}"'))
 
 
 @pytest.fixture

@@ -73,7 +73,8 @@ class Drivers:
                 await client.aclose()
         elif kind == "sql" and self.harness.postgres:
             async with self.harness.engine().begin() as conn:
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}queue"'))
+                for table in ("queue", "workers"):
+                    await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}{table}"'))
 
 
 @pytest.fixture(params=DRIVERS)

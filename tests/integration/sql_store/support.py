@@ -2,7 +2,7 @@
 
 PostgreSQL tests need the server on 127.0.0.1:5432 (database ``test``, user ``postgres``; or
 ``TEST_POSTGRES_URL``) and fail when it is absent. Each harness uses its own table prefix and
-drops its table at cleanup; nothing else in the database is touched.
+drops its tables at cleanup; nothing else in the database is touched.
 """
 
 from __future__ import annotations
@@ -76,3 +76,4 @@ class StoreHarness:
             await store.close()
         if self.postgres:
             await self.sql('DROP TABLE IF EXISTS "{table}"')
+            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}workers"')

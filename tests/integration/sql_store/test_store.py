@@ -57,6 +57,7 @@ async def test_table_prefixes_isolate_stores(harness: StoreHarness) -> None:
         await second.close()
         if harness.postgres:
             await harness.sql(f'DROP TABLE IF EXISTS "{other_prefix}queue"')
+            await harness.sql(f'DROP TABLE IF EXISTS "{other_prefix}workers"')
 
 
 async def test_a_table_missing_a_column_fails_naming_it(harness: StoreHarness) -> None:

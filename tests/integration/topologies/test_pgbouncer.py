@@ -64,7 +64,7 @@ async def prefix(pgbouncer: PgBouncer) -> AsyncIterator[str]:
     engine = create_engine(POSTGRES_URL)
     try:
         async with engine.begin() as conn:
-            for table in ("queue", "entries", "orders"):
+            for table in ("queue", "workers", "entries", "orders"):
                 await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}{table}"'))
     finally:
         await engine.dispose()

@@ -215,7 +215,8 @@ async def test_a_heroku_style_postgres_url_reaches_the_database() -> None:
         assert await store.counts() == dict.fromkeys(JOB_STATES, 0)
     finally:
         async with store.engine.begin() as conn:
-            await conn.execute(text(f'DROP TABLE IF EXISTS "{store.table.name}"'))
+            for table in store.metadata.sorted_tables:
+                await conn.execute(text(f'DROP TABLE IF EXISTS "{table.name}"'))
         await store.close()
 
 

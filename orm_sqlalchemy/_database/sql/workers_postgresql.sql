@@ -1,0 +1,31 @@
+-- Worker registry statements for PostgreSQL. {table} is the quoted workers table; {now} as in
+-- jobs_postgresql.sql. A row lives until expires_at (last_seen + its ttl).
+
+-- name: register_worker
+-- Record or refresh a worker; started_at is kept while the record is live, reset after expiry.
+INSERT INTO {table} AS w (
+    id, host, pid, types, concurrency, in_flight, started_at, last_seen, expires_at
+)
+VALUES (
+    :id, :host, :pid, :types, :concurrency, :in_flight, {now}, {now},
+    {now} + CAST(:ttl_ms AS bigint)
+)
+ON CONFLICT (id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, types = excluded.types,
+    concurrency = excluded.concurrency, in_flight = excluded.in_flight,
+    started_at = CASE WHEN w.expires_at <= excluded.last_seen
+        THEN excluded.started_at ELSE w.started_at END,
+    last_seen = excluded.last_seen, expires_at = excluded.expires_at;
+
+-- name: deregister_worker
+DELETE FROM {table} WHERE id = :id;
+
+-- name: list_workers
+-- The live workers, by started_at; expired records are deleted in passing.
+WITH gone AS (
+    DELETE FROM {table} WHERE expires_at <= {now}
+)
+SELECT id, host, pid, types, concurrency, in_flight, started_at, last_seen
+FROM {table}
+WHERE expires_at > {now}
+ORDER BY started_at, id;
