@@ -19,10 +19,9 @@ from tests.support import wait_until
 REPO = Path(__file__).resolve().parents[2]
 NEVERLOST = str(Path(sys.executable).parent / "neverlost")
 APP = "tests.cli.app:CliTestApp"
-DURABLE_WITH_OPERATIONS: tuple[str, ...] = ("redis",)
-"""Durable stores whose drivers implement the operations SPI (issue 10) so far: the operator
-commands, --burst and the live-worker listing are tested on these (and on the reference
-driver); "sqlite", "postgres", "redis" join as their drivers implement it."""
+DURABLE_WITH_OPERATIONS: tuple[str, ...] = ("sqlite", "postgres", "redis")
+"""Durable stores whose drivers implement the operations SPI (issue 10): the operator commands,
+--burst and the live-worker listing are tested on these (and on the reference driver)."""
 
 
 def cli_env(target: StoreTarget, ledger: Path | None = None) -> dict[str, str]:

@@ -6,7 +6,7 @@ through ``--url`` on fresh durable stores. The contents are made through the dri
 every state is one the store reached itself.
 
 The durable stores are those of DURABLE_WITH_OPERATIONS (conftest): the drivers that implement
-the operations SPI (issue 10) so far.
+the operations SPI (issue 10).
 """
 
 from __future__ import annotations

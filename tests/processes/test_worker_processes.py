@@ -47,9 +47,8 @@ async def test_a_job_of_a_killed_worker_is_reclaimed_after_its_lease(
         await driver.close()
 
 
-REPORTS_RECLAIMED: set[str] = {"redis"}
-"""Stores whose driver sets ClaimedJob.reclaimed (the operations SPI, issue 10); the driver's
-engineer adds its kind here when it does."""
+REPORTS_RECLAIMED: set[str] = {"sqlite", "postgres", "pgbouncer", "redis"}
+"""Stores whose driver sets ClaimedJob.reclaimed (the operations SPI, issue 10): all of them."""
 
 
 async def test_the_handlers_max_attempts_governs_a_job_a_producer_enqueued_without_it(
@@ -83,7 +82,7 @@ async def test_the_handlers_max_attempts_governs_a_job_a_producer_enqueued_witho
         await driver.close()
 
 
-CANCELS: set[str] = {"redis"}
+CANCELS: set[str] = {"sqlite", "postgres", "pgbouncer", "redis"}
 """Stores whose driver implements cancel (the operations SPI, issue 10)."""
 
 
