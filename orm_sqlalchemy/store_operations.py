@@ -36,6 +36,9 @@ from .rows import job_info, worker_info
 
 __all__ = ["SQLOperations"]
 
+_PAST_EVERY_ROW = (2**63 - 1, "")
+"""The (created_at, id) the first page resumes after: greater than any row's."""
+
 _STATS_COUNTS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
 
@@ -58,12 +61,12 @@ class SQLOperations:
         cursor: str | None = None,
     ) -> JobPage:
         limit = check_limit(limit)
-        before_at, before_id = (None, None)
+        before_at, before_id = _PAST_EVERY_ROW
         if cursor is not None:
             before_at, before_id = decode_cursor(check_cursor(cursor))
         rows = await self._fetch(
-            "list_jobs",
-            state=None if state is None else check_state(state),
+            "list_jobs" if state is None else "list_jobs_in_state",
+            state=None if state is None else check_state(state),  # list_jobs does not read it
             type=None if job_type is None else check_type(job_type),
             before_at=before_at,
             before_id=before_id,

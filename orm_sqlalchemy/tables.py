@@ -146,6 +146,7 @@ def job_schema(
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
     Index(f"ix_{name}_created", jobs.c.created_at, jobs.c.id)  # list_jobs, newest first
+    Index(f"ix_{name}_state", jobs.c.state, jobs.c.created_at, jobs.c.id)  # of one state
     workers = Table(
         f"{table_prefix}workers",
         metadata,

@@ -150,15 +150,27 @@ WHERE expires_at <= {now} AND id IN (
 RETURNING 1;
 
 -- name: list_jobs
--- Newest first, resuming strictly after the cursor's (created_at, id): the created index.
+-- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
+-- one past every row): a backward range scan of the created index. No "param IS NULL OR"
+-- here: asyncpg's prepared statement gets a generic plan, which could not use the index then.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}
-WHERE (expires_at IS NULL OR expires_at > {now})
-    AND (CAST(:state AS text) IS NULL OR state = CAST(:state AS text))
-    AND (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
-    AND (CAST(:before_at AS bigint) IS NULL
-        OR (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text)))
+WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
+    AND type = COALESCE(CAST(:type AS text), type)
+    AND (expires_at IS NULL OR expires_at > {now})
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: list_jobs_in_state
+-- list_jobs of one state: a backward range scan of the state index.
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
+    created_at, finished_at, trace_context, errors
+FROM {table}
+WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
+    AND state = CAST(:state AS text)
+    AND type = COALESCE(CAST(:type AS text), type)
+    AND (expires_at IS NULL OR expires_at > {now})
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 

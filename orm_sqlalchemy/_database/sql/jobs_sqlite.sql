@@ -136,15 +136,26 @@ WHERE expires_at <= :now AND id IN (
 RETURNING 1;
 
 -- name: list_jobs
--- Newest first, resuming strictly after the cursor's (created_at, id): the created index.
+-- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
+-- one past every row): a backward range scan of the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}
-WHERE (expires_at IS NULL OR expires_at > :now)
-    AND (:state IS NULL OR state = :state)
-    AND (:type IS NULL OR type = :type)
-    AND (:before_at IS NULL
-        OR (created_at, id) < (:before_at, :before_id))
+WHERE (created_at, id) < (:before_at, :before_id)
+    AND type = coalesce(:type, type)
+    AND (expires_at IS NULL OR expires_at > :now)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: list_jobs_in_state
+-- list_jobs of one state: a backward range scan of the state index.
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
+    created_at, finished_at, trace_context, errors
+FROM {table}
+WHERE (created_at, id) < (:before_at, :before_id)
+    AND state = :state
+    AND type = coalesce(:type, type)
+    AND (expires_at IS NULL OR expires_at > :now)
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
