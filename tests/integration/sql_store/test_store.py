@@ -95,7 +95,10 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
         f"ix_{harness.table}_due",
         f"ix_{harness.table}_expires",
         f"ix_{harness.table}_created",
+        f"ix_{harness.table}_state",
     }
+    assert schema.workers.name == f"{harness.prefix}workers"
+    assert f"{harness.prefix}workers" in app_metadata.tables
     with pytest.raises(ValueError, match="table_prefix"):
         job_schema('x"; DROP TABLE y; --')
 
