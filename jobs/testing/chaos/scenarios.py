@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 from sqlalchemy import Table, select
@@ -66,6 +67,34 @@ async def _until(
         await asyncio.sleep(0.05)
 
 
+def open_fleet(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> tuple[Ledger, Fleet]:
+    """The run's ledger and its (not yet started) worker fleet, seeded when the plan says."""
+    ledger = Ledger(workdir / "ledger.jsonl")
+    fleet = Fleet(store, ledger.path, workdir, plan.options)
+    if plan.seed is not None:
+        fleet.rng.seed(plan.seed)
+    return ledger, fleet
+
+
+async def _run_until(
+    done: Callable[[], Awaitable[bool]],
+    producing: asyncio.Future[Any],
+    fleet: Fleet,
+    plan: ChaosPlan,
+    deadline: float,
+    what: str,
+) -> list[int]:
+    """Kill workers until ``done``; the producer is cancelled if still going; exit codes."""
+    try:
+        await _until(done, deadline=deadline, fleet=fleet, kill_every_s=plan.kill_every_s,
+                     what=what)  # fmt: skip
+    finally:
+        if not producing.done():
+            producing.cancel()
+    await producing
+    return await fleet.stop()
+
+
 async def _idle(driver: JobDriver) -> bool:
     counts = await driver.counts()
     return counts["pending"] == 0 and counts["active"] == 0
@@ -76,10 +105,7 @@ async def _infos(driver: JobDriver, ids: set[str]) -> dict[str, JobInfo | None]:
 
 
 async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verdict:
-    ledger = Ledger(workdir / "ledger.jsonl")
-    fleet = Fleet(store, ledger.path, workdir, plan.options)
-    if plan.seed is not None:
-        fleet.rng.seed(plan.seed)
+    ledger, fleet = open_fleet(store, plan, workdir)
     driver = store.open_driver()
     deadline = time.monotonic() + plan.deadline_s
     try:
@@ -99,14 +125,7 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
         async def done() -> bool:
             return producing.done() and await _idle(driver)
 
-        try:
-            await _until(done, deadline=deadline, fleet=fleet, kill_every_s=plan.kill_every_s,
-                         what="every job to finish")  # fmt: skip
-        finally:
-            if not producing.done():
-                producing.cancel()
-        await producing
-        codes = await fleet.stop()
+        codes = await _run_until(done, producing, fleet, plan, deadline, "every job to finish")
         events = ledger.read()
         starts = {e["job"] for e in events if e["event"] == "start"}
         verdict = check_jobs(
@@ -120,10 +139,7 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
 
 
 async def kill_outbox(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verdict:
-    ledger = Ledger(workdir / "ledger.jsonl")
-    fleet = Fleet(store, ledger.path, workdir, plan.options)
-    if plan.seed is not None:
-        fleet.rng.seed(plan.seed)
+    ledger, fleet = open_fleet(store, plan, workdir)
     engine = store.open_engine()
     tm = SQLAlchemyTransactionManager(engine)
     outbox = store.open_outbox(tm)
@@ -159,14 +175,9 @@ async def kill_outbox(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verd
             ended = {e["order"] for e in ledger.read() if e["event"] == "end"}
             return ended >= set(committed) and await _idle(driver)
 
-        try:
-            await _until(done, deadline=deadline, fleet=fleet, kill_every_s=plan.kill_every_s,
-                         what="every committed order's job")  # fmt: skip
-        finally:
-            if not producing.done():
-                producing.cancel()
-        await producing
-        codes = await fleet.stop()
+        codes = await _run_until(
+            done, producing, fleet, plan, deadline, "every committed order's job"
+        )
         events = ledger.read()
         starts = {e["job"] for e in events if e["event"] == "start"}
         verdict = check_orders(

@@ -25,9 +25,7 @@ from jobs import JobDriver, JobQueue, StoreUnavailableError
 from ..postgres_server import PostgresServer
 from ..redis_server import DURABLE, RedisServer
 from .checker import Verdict, check_jobs
-from .fleet import Fleet
-from .ledger import Ledger
-from .scenarios import ChaosPlan, ChaosTimeoutError, _idle, _infos
+from .scenarios import ChaosPlan, ChaosTimeoutError, _idle, _infos, open_fleet
 from .stores import ChaosStore
 from .worker import WORK
 
@@ -115,8 +113,7 @@ def _redis_faults(server: RedisServer) -> list[tuple[str, Fault]]:
 async def _run_with_faults(
     store: ChaosStore, plan: ChaosPlan, workdir: Path, faults: list[tuple[str, Fault]]
 ) -> Verdict:
-    ledger = Ledger(workdir / "ledger.jsonl")
-    fleet = Fleet(store, ledger.path, workdir, plan.options)
+    ledger, fleet = open_fleet(store, plan, workdir)
     driver = store.open_driver()
     deadline = time.monotonic() + plan.deadline_s
     try:
