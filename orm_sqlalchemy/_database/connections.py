@@ -6,13 +6,15 @@ prune; never ``append``, which writes through the caller's session) run here.
 Measured on this project's 2-core machine, a statement through SQLAlchemy Core on a pooled
 AsyncConnection cost 450-900 us of CPU (and on SQLite, with one connection per task, a tenth
 of the throughput), against 130-160 us on an asyncpg or aiosqlite connection driven directly.
-So the hot path bypasses Core, not the pool: on PostgreSQL each statement checks a connection
-out of the engine's own pool (SQLAlchemy's: its size, overflow, recycle and pre-ping settings
-and a borrowed engine's limits all apply), runs on the asyncpg connection inside it and checks
-it back in; the checkout and checkin cost ~50 us of CPU, measured beside a held connection.
-The store keeps no connection of its own between statements (the LISTEN connection aside) and
-sets no session state: whatever the store runs leaves a connection as it found it, so a pooler
-such as PgBouncer in transaction mode hands the server connection on unchanged.
+So the hot path bypasses Core, not the pool: on PostgreSQL statements run on asyncpg
+connections checked out of the engine's own pool (SQLAlchemy's: its size, overflow, recycle and
+pre-ping settings and a borrowed engine's limits all apply). A checkout and checkin cost
+~140 us of CPU (measured in a loop), more than a statement's own client work, so a connection
+is kept for ``LINGER_S`` (2 ms) after its statement and the next statement runs on it; one left
+unused that long goes back to the pool, so an idle store holds no connection (the LISTEN
+connection aside). The store sets no session state: whatever it runs leaves a connection as it
+found it, so a pooler such as PgBouncer in transaction mode hands the server connection on
+unchanged.
 
 A statement runs as an autocommit statement, its own transaction, with no BEGIN/COMMIT round
 trips; only on SQLite do statements that arrive together share one ``BEGIN IMMEDIATE``
@@ -29,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import asyncpg  # type: ignore[import-untyped]
@@ -67,15 +69,26 @@ _READ_COMMITTED = "neverlost_read_committed"
 
 _CHECKOUT_TRIES = 3
 
+LINGER_S = 0.002
+"""How long a connection the store just used stays out of the pool, for its next statement."""
+
 
 class PostgresBackend:
-    """Statements on connections of the engine's pool, at most ``size`` at once."""
+    """Statements on connections of the engine's pool, at most ``size`` at once.
+
+    A connection is kept for ``LINGER_S`` after its statement and the next statement runs on
+    it: a loop of calls, or a runner's claims and settles, then checks out of the pool once
+    rather than per statement. A connection left unused that long goes back to the pool.
+    """
 
     def __init__(self, engine: AsyncEngine, *, size: int, name: str) -> None:
         self._engine = engine
         self._name = name
         self._slots = asyncio.Semaphore(size)
         self._closed = False
+        self._idle: list[tuple[PoolProxiedConnection, float]] = []
+        self._sweep: asyncio.TimerHandle | None = None
+        self._returning: set[asyncio.Task[None]] = set()
 
     @property
     def engine(self) -> AsyncEngine:
@@ -83,54 +96,104 @@ class PostgresBackend:
 
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
         args = statement.bind(params)
-        async with self._slots, self._connection() as (driver, read_committed):
+        async with self._slots:
+            connection = await self._acquire()
+            driver: Any = connection.driver_connection
             rows: list[Row]
-            if read_committed:
-                rows = await driver.fetch(statement.text, *args)
-            else:
-                async with driver.transaction(isolation="read_committed"):
+            try:
+                if connection.info[_READ_COMMITTED]:
                     rows = await driver.fetch(statement.text, *args)
+                else:
+                    async with driver.transaction(isolation="read_committed"):
+                        rows = await driver.fetch(statement.text, *args)
+            except asyncio.CancelledError:
+                # asyncpg cancels the statement on the server and waits for that before the
+                # connection's next one, so a cancelled connection goes back to the pool.
+                await self._checkin(connection)
+                raise
+            except Exception as exc:
+                raise await self._failed(connection, exc) from exc
+            await self._release(connection)
             return rows
 
     async def execute_script(self, script: str) -> None:
         """Run ``script`` (statements with inline literals only) as one simple-query round trip."""
-        async with self._slots, self._connection() as (driver, _):
-            await driver.execute(script)
+        async with self._slots:
+            connection = await self._acquire()
+            driver: Any = connection.driver_connection
+            try:
+                await driver.execute(script)
+            except asyncio.CancelledError:
+                # asyncpg cancels the statement on the server and waits for that before the
+                # connection's next one, so a cancelled connection goes back to the pool.
+                await self._checkin(connection)
+                raise
+            except Exception as exc:
+                raise await self._failed(connection, exc) from exc
+            await self._release(connection)
 
     async def close(self) -> None:
+        """Give the connections kept between statements back to the pool."""
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        idle, self._idle = self._idle, []
+        await self._checkin_all([connection for connection, _ in idle])
+        await asyncio.gather(*self._returning, return_exceptions=True)
 
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[tuple[Any, bool]]:
-        """A pooled connection's asyncpg connection and whether it defaults to READ COMMITTED;
-        checked in after use, or invalidated if it broke meanwhile."""
+    async def _acquire(self) -> PoolProxiedConnection:
+        """The connection kept from the latest statement, else one of the pool's."""
         if self._closed:
             raise DriverError(f"{self._name} is closed")
-        connection = await self._checkout()
-        try:
-            yield connection.driver_connection, bool(connection.info[_READ_COMMITTED])
-        except asyncio.CancelledError:
-            # asyncpg cancels the statement on the server and waits for that before the
-            # connection's next one, so a cancelled connection goes back to the pool.
+        while self._idle:
+            connection, _ = self._idle.pop()
+            if not _broke(connection):
+                return connection
+            await self._discard(connection)
+        return await self._checkout()
+
+    async def _release(self, connection: PoolProxiedConnection) -> None:
+        """Keep ``connection`` for the next statement (see ``LINGER_S``)."""
+        if self._closed:
             await self._checkin(connection)
-            raise
-        except asyncpg.PostgresError as exc:  # the server refused it; the connection is fine
+            return
+        loop = asyncio.get_running_loop()
+        self._idle.append((connection, loop.time()))
+        if self._sweep is None:
+            self._sweep = loop.call_later(LINGER_S, self._return_unused)
+
+    def _return_unused(self) -> None:
+        """Check in the kept connections unused for ``LINGER_S``; look again while any is kept."""
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        cutoff = loop.time() - LINGER_S
+        unused: list[PoolProxiedConnection] = []
+        while self._idle and self._idle[0][1] <= cutoff:
+            unused.append(self._idle.pop(0)[0])
+        if unused:
+            task = loop.create_task(self._checkin_all(unused), name=f"{self._name} pool return")
+            self._returning.add(task)
+            task.add_done_callback(self._returning.discard)
+        if self._idle:
+            self._sweep = loop.call_at(self._idle[0][1] + LINGER_S, self._return_unused)
+
+    async def _checkin_all(self, connections: list[PoolProxiedConnection]) -> None:
+        for connection in connections:
             await self._checkin(connection)
-            if _broke(connection):
-                raise StoreUnavailableError(
-                    f"{self._name} lost its database connection: {exc}"
-                ) from exc
-            raise store_error(exc, self._name) from exc
-        except Exception as exc:
+
+    async def _failed(self, connection: PoolProxiedConnection, exc: Exception) -> Exception:
+        """``exc`` raised by a statement on ``connection``: the connection back to the pool, or
+        invalidated if it broke; the error to raise in its place."""
+        if isinstance(exc, asyncpg.PostgresError):  # the server refused it; the connection is fine
+            await self._checkin(connection)
+            lost = _broke(connection)
+        else:
             lost = _broke(connection)
             await self._discard(connection)
-            if lost:
-                raise StoreUnavailableError(
-                    f"{self._name} lost its database connection: {exc}"
-                ) from exc
-            raise store_error(exc, self._name) from exc
-        else:
-            await self._checkin(connection)
+        if lost:
+            return StoreUnavailableError(f"{self._name} lost its database connection: {exc}")
+        return store_error(exc, self._name)
 
     async def _checkout(self) -> PoolProxiedConnection:
         """A live connection of the pool: one the server closed while it sat idle is discarded
