@@ -39,6 +39,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from jobs.errors import DriverError, StoreUnavailableError
 
+from ..engine import writer_gate
 from .batching import Coalescer
 from .errors import store_error
 from .statements import Statement
@@ -213,15 +214,21 @@ class SQLiteBackend:
     result once that commit is durable. A lone statement runs on its own (autocommit). Each
     statement keeps its own effect: if one in a group fails, the group is rolled back and its
     statements are run again one by one, so that only the failing one reports the error.
+    Each group is formed once it has the engine's writer turn (``engine.SQLiteWriterGate``,
+    as a store's group), queueing with the app's transactions in this process rather than in
+    SQLite's busy handler; what comes in while it waits joins it.
     """
 
     def __init__(self, engine: AsyncEngine, *, name: str) -> None:
         self._engine = engine
         self._name = name
+        self._gate = writer_gate(engine)
         self._connection: Any = None
         self._lock = asyncio.Lock()
         self._groups: Coalescer[_Statement, list[Row]] = Coalescer(
-            self._run_group, name=f"{name} commits"
+            self._run_group,
+            name=f"{name} commits",
+            hold=None if self._gate is None else self._writer_turn,
         )
 
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
@@ -239,6 +246,18 @@ class SQLiteBackend:
         connection, self._connection = self._connection, None
         if connection is not None:
             await connection.close()
+
+    @contextlib.asynccontextmanager
+    async def _writer_turn(self) -> AsyncIterator[None]:
+        assert self._gate is not None
+        try:
+            turns = await self._gate.acquire(store=True)
+        except Exception as exc:  # "database is locked", as SQLite's own would read
+            raise store_error(exc, self._name) from exc
+        try:
+            yield
+        finally:
+            turns.release()
 
     async def _run_group(self, group: list[_Statement]) -> list[list[Row] | Exception]:
         if len(group) > 1:

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -67,17 +67,18 @@ async def test_postgres_url_is_left_alone() -> None:
 
 
 async def test_transactions_begin_immediate(tmp_path: Path) -> None:
-    engine = create_engine(_url(tmp_path / "c.db"))
-    statements: list[str] = []
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        statements.append(statement)
-
-    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    """A transaction that has only read holds the write lock: it began IMMEDIATE."""
+    path = tmp_path / "c.db"
+    engine = create_engine(_url(path))
     try:
         async with engine.begin() as conn:
             await conn.execute(text("SELECT 1"))
-        assert "BEGIN IMMEDIATE" in statements
+            other = sqlite3.connect(path, timeout=0, isolation_level=None)
+            try:
+                with pytest.raises(sqlite3.OperationalError, match="locked"):
+                    other.execute("BEGIN IMMEDIATE")
+            finally:
+                other.close()
     finally:
         await engine.dispose()
 
