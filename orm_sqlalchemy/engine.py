@@ -51,6 +51,7 @@ except ImportError:  # pragma: no cover - SQLAlchemy 2.0
 __all__ = [
     "ACCEPTED_SCHEMES",
     "BUSY_TIMEOUT_MS",
+    "POSTGRES_POOL_SIZE",
     "SQLiteWriterGate",
     "configure_sqlite",
     "create_engine",
@@ -59,6 +60,9 @@ __all__ = [
     "pooler_connect_args",
     "writer_gate",
 ]
+
+POSTGRES_POOL_SIZE = 20
+"""The pool size ``create_engine`` gives a PostgreSQL engine unless told (see there)."""
 
 BUSY_TIMEOUT_MS = 5_000
 """How long a SQLite connection waits for the write lock before "database is locked"."""
@@ -89,12 +93,22 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     transaction mode needs) gets no prepared-statement cache at any layer: SQLAlchemy's,
     asyncpg's (``statement_cache_size=0``), and uniquely named statements, so two clients
     never collide on a server connection they share (``pooler_connect_args``).
+
+    A PostgreSQL engine's pool keeps ``POSTGRES_POOL_SIZE`` connections unless ``pool_size``
+    (or a ``poolclass``) is given. They are shared by the app's transactions (one each while
+    open), the job store's statements (up to its ``pool_size``, 10) and the outbox store's (up
+    to 4); SQLAlchemy's default pool of 5 closes every connection past the fifth at check-in
+    (its overflow), so under load connections are opened and closed all the time: measured,
+    10 producers with the relay and runner in the same process opened 172 connections in 4 s
+    on the default pool and 17 on a pool of 20, at 2.2 against 1.6 ms of CPU per committed
+    transaction and 240 against 370 tx/s. Give a borrowed engine the same room.
     """
     parsed = normalize_url(url)
-    if parsed.get_backend_name() == "postgresql" and (
-        parsed.query.get("prepared_statement_cache_size") == "0"
-    ):
-        kwargs["connect_args"] = {**pooler_connect_args(), **kwargs.get("connect_args", {})}
+    if parsed.get_backend_name() == "postgresql":
+        if "poolclass" not in kwargs:
+            kwargs.setdefault("pool_size", POSTGRES_POOL_SIZE)
+        if parsed.query.get("prepared_statement_cache_size") == "0":
+            kwargs["connect_args"] = {**pooler_connect_args(), **kwargs.get("connect_args", {})}
     engine = create_async_engine(parsed, **kwargs)
     if is_sqlite(engine):
         configure_sqlite(engine)

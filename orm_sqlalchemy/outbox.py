@@ -25,7 +25,18 @@ whose reading is then passed as a parameter (tests).
 
 The engine is the transaction manager's, borrowed: never disposed here. It must be one the
 store can open connections of its own on (sqlite+aiosqlite on a file, or postgresql+asyncpg;
-not StaticPool); ``close()`` closes those connections.
+not StaticPool); ``close()`` closes those connections. On PostgreSQL its pool needs room for
+the app's transactions and the stores' statements (``engine.create_engine``: 20). On SQLite
+the app's transactions through the manager and the store's statements take the write lock in
+turn in the process (``engine.SQLiteWriterGate``).
+
+What an append costs the app's transaction: one INSERT, run on the session's driver
+connection (aiosqlite: one hop to its thread instead of the adapter's four; asyncpg: once the
+transaction is open there, ~100-200 us of CPU less than ``exec_driver_sql``), and after the
+commit an in-process wake-up plus, on PostgreSQL, a coalesced NOTIFY. Measured on
+PostgreSQL, 10 producers, no relay: the order INSERT plus ``append`` cost 0.93-1.12 ms of CPU
+per transaction, a plain SQLAlchemy session with two Core INSERTs 1.1-1.15 ms, raw asyncpg
+0.17-0.19 ms: what is left is SQLAlchemy's (session, pool, greenlet bridging per await).
 
 Wake-up: a commit that appended through this store wakes ``wait_for_entries`` at once (an
 after-commit callback); on PostgreSQL that callback also has the store NOTIFY the table's

@@ -17,6 +17,7 @@ from jobs import JOB_STATES
 from orm_sqlalchemy import SQLAlchemyJobStore
 from orm_sqlalchemy.engine import (
     BUSY_TIMEOUT_MS,
+    POSTGRES_POOL_SIZE,
     _prepare_connection,
     configure_sqlite,
     create_engine,
@@ -64,6 +65,17 @@ async def test_postgres_url_is_left_alone() -> None:
         assert not engine.sync_engine.dispatch.begin
     finally:
         await engine.dispose()
+
+
+async def test_postgres_engine_pool_has_room_for_the_stores_and_the_app() -> None:
+    engine = create_engine("postgresql://postgres@127.0.0.1:5432/test")
+    own = create_engine("postgresql://postgres@127.0.0.1:5432/test", pool_size=3)
+    try:
+        assert engine.pool.size() == POSTGRES_POOL_SIZE  # type: ignore[attr-defined]
+        assert own.pool.size() == 3  # type: ignore[attr-defined]
+    finally:
+        await engine.dispose()
+        await own.dispose()
 
 
 async def test_transactions_begin_immediate(tmp_path: Path) -> None:
