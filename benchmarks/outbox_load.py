@@ -8,7 +8,11 @@ first commit to the last handler), commit-to-handler p50/p99 ms.
 
 The references, in the same run: the same transaction (one INSERT into an orders table and one
 into an entries table, then COMMIT) with raw asyncpg on 10 connections, and with raw sqlite3
-(WAL, synchronous=FULL) from 10 threads each with its own connection.
+(WAL, synchronous=FULL) from 10 threads each with its own connection; and, to tell
+SQLAlchemy's own cost from ours, the same two INSERTs through a plain SQLAlchemy session
+(``async_sessionmaker(engine).begin()``, Core inserts, the engine from ``create_engine``) with
+no outbox, relay or runner. Each also reports the process CPU per transaction (ours includes
+the relay and runner running in the same process meanwhile).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, String, Table
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
+from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from jobs import JobDriver, JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
 from orm_sqlalchemy import (
@@ -47,6 +52,26 @@ class LoadResult:
     delivered_per_s: float
     p50_ms: float
     p99_ms: float
+    cpu_us_per_commit: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """Transactions per second and the process CPU per transaction (us) of a reference."""
+
+    per_s: float
+    cpu_us: float
+
+
+class _CpuClock:
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+
+    def rate(self, done: int) -> Rate:
+        wall = time.perf_counter() - self._wall
+        cpu = time.process_time() - self._cpu
+        return Rate(done / wall, cpu / max(done, 1) * 1e6)
 
 
 async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadResult:
@@ -91,6 +116,7 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
         relay.start()
         counter = iter(range(10**9))
         first_commit = time.perf_counter()
+        cpu_start = time.process_time()
         deadline = first_commit + duration_s
 
         async def produce() -> None:
@@ -104,6 +130,7 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
         try:
             await asyncio.gather(*(produce() for _ in range(PRODUCERS)))
             commit_time = time.perf_counter() - first_commit
+            commit_cpu = time.process_time() - cpu_start
             total = len(committed_at)
             wait_until = time.perf_counter() + 60
             while len(started_at) < total and time.perf_counter() < wait_until:  # noqa: ASYNC110
@@ -120,7 +147,59 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
             p99_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
             if latencies
             else float("nan"),
+            cpu_us_per_commit=commit_cpu / max(total, 1) * 1e6,
         )
+
+
+async def sqlalchemy_rate(kind: str, duration_s: float) -> Rate:
+    """The same transaction through a plain SQLAlchemy session: no outbox, relay or runner."""
+    async with database(kind) as (url, prefix):
+        engine = create_engine(url)
+        metadata = MetaData()
+        orders = Table(
+            f"{prefix}orders",
+            metadata,
+            Column("id", Integer, primary_key=True),
+            Column("note", String(40), nullable=False),
+        )
+        entries = Table(
+            f"{prefix}entries",
+            metadata,
+            Column("id", String(36), primary_key=True),
+            Column("type", String(100), nullable=False),
+            Column("payload", String, nullable=False),
+            Column("created_at", BigInteger, nullable=False),
+        )
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(metadata.create_all)
+            sessions = async_sessionmaker(engine, expire_on_commit=False)
+            done = 0
+            deadline = time.perf_counter() + duration_s
+
+            async def produce() -> None:
+                nonlocal done
+                while time.perf_counter() < deadline:
+                    async with sessions.begin() as session:
+                        await session.execute(orders.insert().values(note="order"))
+                        await session.execute(
+                            entries.insert().values(
+                                id=str(uuid.uuid4()),
+                                type="order.placed",
+                                payload='{"n": 1}',
+                                created_at=int(time.time() * 1000),
+                            )
+                        )
+                    done += 1
+
+            clock = _CpuClock()
+            await asyncio.gather(*(produce() for _ in range(PRODUCERS)))
+            return clock.rate(done)
+        finally:
+            if kind == "postgres":
+                async with engine.begin() as conn:
+                    await conn.run_sync(metadata.drop_all)
+            await engine.dispose()
 
 
 async def _drop(engine: Any, orders: Table) -> None:
@@ -128,7 +207,7 @@ async def _drop(engine: Any, orders: Table) -> None:
         await conn.run_sync(orders.metadata.drop_all)
 
 
-async def raw_asyncpg_rate(duration_s: float) -> float:
+async def raw_asyncpg_rate(duration_s: float) -> Rate:
     """Transactions per second: INSERT an order, INSERT an entry, COMMIT, on 10 connections."""
     import asyncpg  # type: ignore[import-untyped]
 
@@ -159,10 +238,10 @@ async def raw_asyncpg_rate(duration_s: float) -> float:
                 )
             done += 1
 
-    started = time.perf_counter()
+    clock = _CpuClock()
     try:
         await asyncio.gather(*(produce(connection) for connection in connections))
-        return done / (time.perf_counter() - started)
+        return clock.rate(done)
     finally:
         for connection in connections:
             await connection.close()
@@ -170,7 +249,7 @@ async def raw_asyncpg_rate(duration_s: float) -> float:
         await setup.close()
 
 
-def raw_sqlite3_rate(duration_s: float) -> float:
+def raw_sqlite3_rate(duration_s: float) -> Rate:
     """Transactions per second: the same transaction with sqlite3 (WAL, synchronous=FULL),
     10 threads each with its own connection, waiting on the lock in SQLite's busy handler."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -198,10 +277,10 @@ def raw_sqlite3_rate(duration_s: float) -> float:
                 counts[index] += 1
             connection.close()
 
-        started = time.perf_counter()
+        clock = _CpuClock()
         threads = [threading.Thread(target=produce, args=(i,)) for i in range(PRODUCERS)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        return sum(counts) / (time.perf_counter() - started)
+        return clock.rate(sum(counts))
