@@ -55,7 +55,8 @@ class Wire:
         if self._encoding is not None:
             name, errors = self._encoding
             args = [arg.encode(name, errors) if isinstance(arg, str) else arg for arg in args]
-        return hiredis.pack_command(tuple(args))
+        packed: bytes = hiredis.pack_command(tuple(args))  # type: ignore[arg-type]
+        return packed
 
     async def round_trip(self, packed: bytes, replies: int) -> list[Any]:
         """Send ``packed`` (``replies`` commands); their replies, an error reply as its exception.
@@ -63,12 +64,13 @@ class Wire:
         Raises the connection error once the connection's retry policy gives up.
         """
         pool = self._pool
-        connection = await pool.get_connection()
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            return await connection.retry.call_with_retry(
+            results: list[Any] = await connection.retry.call_with_retry(
                 lambda: _exchange(connection, packed, replies),
                 lambda error: connection.disconnect(error=error),
             )
+            return results
         finally:
             await pool.release(connection)
 
