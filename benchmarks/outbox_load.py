@@ -18,12 +18,15 @@ the relay and runner running in the same process meanwhile).
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import statistics
+import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,8 +77,12 @@ class _CpuClock:
         return Rate(done / wall, cpu / max(done, 1) * 1e6)
 
 
-async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadResult:
-    """``kind``: the outbox database (sqlite, postgres); ``jobs_on``: "same" or "redis"."""
+async def outbox_under_load(
+    kind: str, jobs_on: str, duration_s: float, *, worker_process: bool = False
+) -> LoadResult:
+    """``kind``: the outbox database (sqlite, postgres); ``jobs_on``: "same" or "redis";
+    ``worker_process``: the relay and runner in a process of their own (``outbox_worker``),
+    else in the producers' process. CPU per commit is the producers' process's."""
     async with database(kind) as (url, prefix), AsyncExitStack() as stack:
         engine = create_engine(url)
         stack.push_async_callback(engine.dispose)
@@ -95,8 +102,9 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
         if kind == "postgres":
             stack.push_async_callback(_drop, engine, orders)
         jobs: JobDriver
+        namespace = f"bench-{uuid.uuid4().hex[:8]}"
         if jobs_on == "redis":
-            jobs = await stack.enter_async_context(redis())
+            jobs = await stack.enter_async_context(redis(namespace))
         else:
             store = SQLAlchemyJobStore(engine=engine, table_prefix=prefix)
             await store.create_schema()
@@ -104,16 +112,11 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
             jobs = store
         committed_at: dict[int, float] = {}
         started_at: dict[int, float] = {}
-
-        async def handler(payload: Any) -> None:
-            started_at[payload["n"]] = time.perf_counter()
-
-        registry = JobHandlerRegistry()
-        registry.register("order.placed", handler)
-        runner = JobRunner(jobs, registry, concurrency=10)
-        relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
-        runner.start()
-        relay.start()
+        if worker_process:
+            start, finish = await _worker_process(url, prefix, jobs_on, namespace, started_at)
+        else:
+            start, finish = _worker_here(jobs, outbox, started_at)
+        await start()
         counter = iter(range(10**9))
         first_commit = time.perf_counter()
         cpu_start = time.process_time()
@@ -132,12 +135,8 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
             commit_time = time.perf_counter() - first_commit
             commit_cpu = time.process_time() - cpu_start
             total = len(committed_at)
-            wait_until = time.perf_counter() + 60
-            while len(started_at) < total and time.perf_counter() < wait_until:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
         finally:
-            await runner.close()
-            await relay.close()
+            await finish(len(committed_at))
         latencies = sorted((started_at[n] - committed_at[n]) * 1000 for n in started_at)
         last = max(started_at.values(), default=first_commit)
         return LoadResult(
@@ -200,6 +199,70 @@ async def sqlalchemy_rate(kind: str, duration_s: float) -> Rate:
                 async with engine.begin() as conn:
                     await conn.run_sync(metadata.drop_all)
             await engine.dispose()
+
+
+_Phase = Callable[[], Awaitable[None]]
+
+
+def _worker_here(
+    jobs: JobDriver, outbox: SQLAlchemyOutboxStore, started_at: dict[int, float]
+) -> tuple[_Phase, Callable[[int], Awaitable[None]]]:
+    async def handler(payload: Any) -> None:
+        started_at[payload["n"]] = time.perf_counter()
+
+    registry = JobHandlerRegistry()
+    registry.register("order.placed", handler)
+    runner = JobRunner(jobs, registry, concurrency=10)
+    relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
+
+    async def start() -> None:
+        runner.start()
+        relay.start()
+
+    async def finish(total: int) -> None:
+        try:
+            wait_until = time.perf_counter() + 60
+            while len(started_at) < total and time.perf_counter() < wait_until:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        finally:
+            await runner.close()
+            await relay.close()
+
+    return start, finish
+
+
+async def _worker_process(
+    url: str, prefix: str, jobs_on: str, namespace: str, started_at: dict[int, float]
+) -> tuple[_Phase, Callable[[int], Awaitable[None]]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.outbox_worker", url, prefix, jobs_on, namespace,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+
+    async def start() -> None:
+        async with asyncio.timeout(30):
+            line = await stdout.readline()
+        if line.strip() != b"ready":
+            process.kill()
+            await process.wait()
+            raise RuntimeError(f"the outbox worker process did not start: {line!r}")
+
+    async def finish(total: int) -> None:
+        try:
+            stdin.write(f"{total}\n".encode())
+            await stdin.drain()
+            async with asyncio.timeout(90):
+                line = await stdout.readline()
+            started_at.update({int(n): at for n, at in json.loads(line).items()})
+        finally:
+            if process.returncode is None:
+                async with asyncio.timeout(30):
+                    await process.wait()
+
+    return start, finish
 
 
 async def _drop(engine: Any, orders: Table) -> None:
