@@ -301,11 +301,15 @@ async def test_entries_appended_first_or_alone_live_or_die_with_the_transaction(
     service = await _service(harness)
     tm = service.transaction_manager
     outbox = service.outbox
-    with pytest.raises(Boom):
+
+    async def only_entries_then_fail() -> None:
         async with tm.transaction():
             await outbox.append("order.placed", {"n": 1})
             await outbox.append("order.placed", {"n": 2})
             raise Boom("rolled back")
+
+    with pytest.raises(Boom):
+        await only_entries_then_fail()
     assert await harness.count() == 0
     async with tm.transaction() as session:
         await outbox.append("order.placed", {"n": 3})
