@@ -34,12 +34,7 @@ class Settler:
 
     async def complete(self, job: ClaimedJob) -> bool:
         driver = self.driver
-        try:
-            done = await driver.complete(job.id, job.lease_token)
-        except Exception:
-            return await self.call_store(lambda: driver.complete(job.id, job.lease_token))
-        self.contact.answered()
-        return done
+        return await self.call_store(lambda: driver.complete(job.id, job.lease_token))
 
     async def retry(self, job: ClaimedJob, *, delay_ms: int, error: str) -> bool:
         driver = self.driver
@@ -53,13 +48,15 @@ class Settler:
 
     async def call_store(self, call: Callable[[], Awaitable[bool]]) -> bool:
         """A settle call, retried with backoff through store outages while the lease lasts."""
-        deadline = time.monotonic() + self.lease_ms / 1000
+        deadline: float | None = None
         failures = 0
         while True:
             try:
                 settled = await call()
             except Exception as exc:
                 self.contact.failed(exc)
+                if deadline is None:  # the clock is read only once a call failed
+                    deadline = time.monotonic() + self.lease_ms / 1000
                 failures += 1
                 delay_ms = STORE_BACKOFF(failures)
                 if time.monotonic() + delay_ms / 1000 > deadline:
