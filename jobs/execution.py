@@ -152,7 +152,7 @@ class Attempt:
                 return "detached"
             return await self.finish(error)
         finally:
-            if not self.detached:
+            if not (self.detached or self._settling):  # finish() releases it itself
                 leases.release(lease)
 
     async def _call_handler(self) -> BaseException | None:
@@ -167,7 +167,8 @@ class Attempt:
                 self.task.uncancel()  # the cancellation was ours, and it is handled
         except Exception as exc:
             result = exc
-        if self.lease_lost or self.timed_out:
+        lease = self.lease
+        if self.timed_out or (lease is not None and lease.lost):
             return self.interruption_error()
         return result
 

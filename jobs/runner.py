@@ -331,7 +331,8 @@ class JobRunner:
     def _free_slot(self, attempt: Attempt) -> None:
         if attempt in self._busy:
             self._busy.discard(attempt)
-            self._fill_slots()
+            if self._ready:
+                self._fill_slots()
             if self._slot_freed is not None:
                 self._slot_freed.set()
 
