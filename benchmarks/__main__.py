@@ -51,7 +51,9 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--samples", type=int, default=500, help="latency samples per run")
     parser.add_argument("--outbox", default="sqlite,postgres", help="databases for the outbox row")
     parser.add_argument(
-        "--listing", default="inprocess", help="drivers for the list-page row (comma-separated)"
+        "--listing",
+        default="inprocess,sqlite,postgres,redis",
+        help="drivers for the list-page rows (comma-separated)",
     )
     parser.add_argument("--listing-jobs", type=int, default=200_000)
     parser.add_argument(

@@ -64,12 +64,12 @@ async def postgres() -> AsyncIterator[JobDriver]:
 
 
 @asynccontextmanager
-async def redis() -> AsyncIterator[JobDriver]:
+async def redis(namespace: str | None = None) -> AsyncIterator[JobDriver]:
     from redis.asyncio import Redis
 
     from redis_jobs import RedisJobDriver, delete_namespace
 
-    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    namespace = namespace or f"bench-{uuid.uuid4().hex[:8]}"
     driver = RedisJobDriver(url=REDIS_URL, namespace=namespace)
     try:
         yield driver

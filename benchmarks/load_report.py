@@ -18,7 +18,14 @@ from .load import (
     io_drain_rate,
     redis_script_loop_rate,
 )
-from .outbox_load import LoadResult, outbox_under_load, raw_asyncpg_rate, raw_sqlite3_rate
+from .outbox_load import (
+    LoadResult,
+    Rate,
+    outbox_under_load,
+    raw_asyncpg_rate,
+    raw_sqlite3_rate,
+    sqlalchemy_rate,
+)
 from .scenarios import enqueue_rate
 
 DURABLE = ("sqlite", "postgres", "redis")
@@ -108,34 +115,78 @@ async def outbox_load_rows(runs: int, duration_s: float, kinds: list[str]) -> No
     print(f"\nOutbox under load: {10} producers for {duration_s:g} s (order row + entry per "
           "transaction), relay batch 100, runner concurrency 10; raw = the same transaction "
           "with the bare client in the same run. Targets: commit/raw >= 0.60 (PostgreSQL), "
-          ">= 0.30 (SQLite); e2e/commit >= 0.95; p99 <= 50 ms (PostgreSQL), <= 100 ms (SQLite)\n")
+          ">= 0.30 (SQLite); e2e/commit >= 0.95; p99 <= 50 ms (PostgreSQL), <= 100 ms (SQLite). "
+          "The worker-process rows run the relay and runner as `neverlost worker` would, in a "
+          "process of their own (default poll interval: on SQLite a commit in another process "
+          "is found by polling)\n")
     _row("outbox", "jobs on", "commit tx/s", "raw tx/s", "commit/raw", "e2e jobs/s", "e2e/commit",
          "p50 ms", "p99 ms")
     print("|---|---|---|---|---|---|---|---|---|")
+    costs: dict[str, tuple[list[Rate], list[Rate], list[LoadResult]]] = {}
     for kind in kinds:
         for jobs_on in ("same", "redis"):
             async def measure(kind: str = kind, jobs_on: str = jobs_on) -> None:
                 results: list[LoadResult] = []
-                raws: list[float] = []
+                apart: list[LoadResult] = []
+                raws: list[Rate] = []
+                alone: list[Rate] = []
                 for _ in range(runs):
                     if kind == "postgres":
                         raws.append(await raw_asyncpg_rate(duration_s))
                     else:
                         raws.append(await asyncio.to_thread(raw_sqlite3_rate, duration_s))
+                    if jobs_on == "same":
+                        alone.append(await sqlalchemy_rate(kind, duration_s))
                     results.append(await outbox_under_load(kind, jobs_on, duration_s))
-                commits = _median([r.commits_per_s for r in results])
-                pairs = zip(results, raws, strict=True)
-                e2e = _median([r.delivered_per_s for r in results])
-                _row(
-                    kind,
-                    "same database" if jobs_on == "same" else "redis",
-                    f"{commits:,.0f}",
-                    f"{_median(raws):,.0f}",
-                    f"{_median([r.commits_per_s / raw for r, raw in pairs]):.2f}",
-                    f"{e2e:,.0f}",
-                    f"{_median([r.delivered_per_s / r.commits_per_s for r in results]):.2f}",
-                    f"{_median([r.p50_ms for r in results]):,.1f}",
-                    f"{_median([r.p99_ms for r in results]):,.1f}",
-                )
+                    if jobs_on == "same":
+                        apart.append(
+                            await outbox_under_load(kind, jobs_on, duration_s, worker_process=True)
+                        )
+                if jobs_on == "same":
+                    costs[kind] = (raws, alone, results)
+                label = "same database" if jobs_on == "same" else "redis"
+                _load_row(kind, label, results, raws)
+                if apart:
+                    _load_row(kind, f"{label}, relay + runner in a worker process", apart, raws)
 
             await _guarded(kind, 9, measure)
+    _outbox_cost_rows(costs)
+
+
+def _load_row(kind: str, label: str, results: list[LoadResult], raws: list[Rate]) -> None:
+    pairs = zip(results, raws, strict=True)
+    _row(
+        kind,
+        label,
+        f"{_median([r.commits_per_s for r in results]):,.0f}",
+        f"{_median([raw.per_s for raw in raws]):,.0f}",
+        f"{_median([r.commits_per_s / raw.per_s for r, raw in pairs]):.2f}",
+        f"{_median([r.delivered_per_s for r in results]):,.0f}",
+        f"{_median([r.delivered_per_s / r.commits_per_s for r in results]):.2f}",
+        f"{_median([r.p50_ms for r in results]):,.1f}",
+        f"{_median([r.p99_ms for r in results]):,.1f}",
+    )
+
+
+def _outbox_cost_rows(costs: dict[str, tuple[list[Rate], list[Rate], list[LoadResult]]]) -> None:
+    """SQLAlchemy's share beside ours: the same runs as the "same database" rows above."""
+    print("\nThe same transaction three ways, in the runs of the \"same database\" rows: raw "
+          "client; a plain SQLAlchemy session with the two INSERTs (no outbox, relay or runner: "
+          "SQLAlchemy's own cost); ours (tm.transaction + outbox.append, relay and runner in the "
+          "same process). CPU = process CPU per transaction\n")
+    _row("outbox", "raw tx/s", "raw CPU us", "SQLAlchemy tx/s", "SQLAlchemy/raw",
+         "SQLAlchemy CPU us", "ours tx/s", "ours/SQLAlchemy", "ours CPU us")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind, (raws, alone, results) in costs.items():
+        ours_alone = list(zip(results, alone, strict=True))
+        _row(
+            kind,
+            f"{_median([r.per_s for r in raws]):,.0f}",
+            f"{_median([r.cpu_us for r in raws]):,.0f}",
+            f"{_median([a.per_s for a in alone]):,.0f}",
+            f"{_median([a.per_s / r.per_s for a, r in zip(alone, raws, strict=True)]):.2f}",
+            f"{_median([a.cpu_us for a in alone]):,.0f}",
+            f"{_median([o.commits_per_s for o in results]):,.0f}",
+            f"{_median([o.commits_per_s / a.per_s for o, a in ours_alone]):.2f}",
+            f"{_median([o.cpu_us_per_commit for o in results]):,.0f}",
+        )

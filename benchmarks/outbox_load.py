@@ -8,24 +8,32 @@ first commit to the last handler), commit-to-handler p50/p99 ms.
 
 The references, in the same run: the same transaction (one INSERT into an orders table and one
 into an entries table, then COMMIT) with raw asyncpg on 10 connections, and with raw sqlite3
-(WAL, synchronous=FULL) from 10 threads each with its own connection.
+(WAL, synchronous=FULL) from 10 threads each with its own connection; and, to tell
+SQLAlchemy's own cost from ours, the same two INSERTs through a plain SQLAlchemy session
+(``async_sessionmaker(engine).begin()``, Core inserts, the engine from ``create_engine``) with
+no outbox, relay or runner. Each also reports the process CPU per transaction (ours includes
+the relay and runner running in the same process meanwhile).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import statistics
+import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, String, Table
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
+from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from jobs import JobDriver, JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
 from orm_sqlalchemy import (
@@ -47,10 +55,34 @@ class LoadResult:
     delivered_per_s: float
     p50_ms: float
     p99_ms: float
+    cpu_us_per_commit: float
 
 
-async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadResult:
-    """``kind``: the outbox database (sqlite, postgres); ``jobs_on``: "same" or "redis"."""
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """Transactions per second and the process CPU per transaction (us) of a reference."""
+
+    per_s: float
+    cpu_us: float
+
+
+class _CpuClock:
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+
+    def rate(self, done: int) -> Rate:
+        wall = time.perf_counter() - self._wall
+        cpu = time.process_time() - self._cpu
+        return Rate(done / wall, cpu / max(done, 1) * 1e6)
+
+
+async def outbox_under_load(
+    kind: str, jobs_on: str, duration_s: float, *, worker_process: bool = False
+) -> LoadResult:
+    """``kind``: the outbox database (sqlite, postgres); ``jobs_on``: "same" or "redis";
+    ``worker_process``: the relay and runner in a process of their own (``outbox_worker``),
+    else in the producers' process. CPU per commit is the producers' process's."""
     async with database(kind) as (url, prefix), AsyncExitStack() as stack:
         engine = create_engine(url)
         stack.push_async_callback(engine.dispose)
@@ -70,8 +102,9 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
         if kind == "postgres":
             stack.push_async_callback(_drop, engine, orders)
         jobs: JobDriver
+        namespace = f"bench-{uuid.uuid4().hex[:8]}"
         if jobs_on == "redis":
-            jobs = await stack.enter_async_context(redis())
+            jobs = await stack.enter_async_context(redis(namespace))
         else:
             store = SQLAlchemyJobStore(engine=engine, table_prefix=prefix)
             await store.create_schema()
@@ -79,18 +112,14 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
             jobs = store
         committed_at: dict[int, float] = {}
         started_at: dict[int, float] = {}
-
-        async def handler(payload: Any) -> None:
-            started_at[payload["n"]] = time.perf_counter()
-
-        registry = JobHandlerRegistry()
-        registry.register("order.placed", handler)
-        runner = JobRunner(jobs, registry, concurrency=10)
-        relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
-        runner.start()
-        relay.start()
+        if worker_process:
+            start, finish = await _worker_process(url, prefix, jobs_on, namespace, started_at)
+        else:
+            start, finish = _worker_here(jobs, outbox, started_at)
+        await start()
         counter = iter(range(10**9))
         first_commit = time.perf_counter()
+        cpu_start = time.process_time()
         deadline = first_commit + duration_s
 
         async def produce() -> None:
@@ -104,13 +133,10 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
         try:
             await asyncio.gather(*(produce() for _ in range(PRODUCERS)))
             commit_time = time.perf_counter() - first_commit
+            commit_cpu = time.process_time() - cpu_start
             total = len(committed_at)
-            wait_until = time.perf_counter() + 60
-            while len(started_at) < total and time.perf_counter() < wait_until:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
         finally:
-            await runner.close()
-            await relay.close()
+            await finish(len(committed_at))
         latencies = sorted((started_at[n] - committed_at[n]) * 1000 for n in started_at)
         last = max(started_at.values(), default=first_commit)
         return LoadResult(
@@ -120,7 +146,123 @@ async def outbox_under_load(kind: str, jobs_on: str, duration_s: float) -> LoadR
             p99_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
             if latencies
             else float("nan"),
+            cpu_us_per_commit=commit_cpu / max(total, 1) * 1e6,
         )
+
+
+async def sqlalchemy_rate(kind: str, duration_s: float) -> Rate:
+    """The same transaction through a plain SQLAlchemy session: no outbox, relay or runner."""
+    async with database(kind) as (url, prefix):
+        engine = create_engine(url)
+        metadata = MetaData()
+        orders = Table(
+            f"{prefix}orders",
+            metadata,
+            Column("id", Integer, primary_key=True),
+            Column("note", String(40), nullable=False),
+        )
+        entries = Table(
+            f"{prefix}entries",
+            metadata,
+            Column("id", String(36), primary_key=True),
+            Column("type", String(100), nullable=False),
+            Column("payload", String, nullable=False),
+            Column("created_at", BigInteger, nullable=False),
+        )
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(metadata.create_all)
+            sessions = async_sessionmaker(engine, expire_on_commit=False)
+            done = 0
+            deadline = time.perf_counter() + duration_s
+
+            async def produce() -> None:
+                nonlocal done
+                while time.perf_counter() < deadline:
+                    async with sessions.begin() as session:
+                        await session.execute(orders.insert().values(note="order"))
+                        await session.execute(
+                            entries.insert().values(
+                                id=str(uuid.uuid4()),
+                                type="order.placed",
+                                payload='{"n": 1}',
+                                created_at=int(time.time() * 1000),
+                            )
+                        )
+                    done += 1
+
+            clock = _CpuClock()
+            await asyncio.gather(*(produce() for _ in range(PRODUCERS)))
+            return clock.rate(done)
+        finally:
+            if kind == "postgres":
+                async with engine.begin() as conn:
+                    await conn.run_sync(metadata.drop_all)
+            await engine.dispose()
+
+
+_Phase = Callable[[], Awaitable[None]]
+
+
+def _worker_here(
+    jobs: JobDriver, outbox: SQLAlchemyOutboxStore, started_at: dict[int, float]
+) -> tuple[_Phase, Callable[[int], Awaitable[None]]]:
+    async def handler(payload: Any) -> None:
+        started_at[payload["n"]] = time.perf_counter()
+
+    registry = JobHandlerRegistry()
+    registry.register("order.placed", handler)
+    runner = JobRunner(jobs, registry, concurrency=10)
+    relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
+
+    async def start() -> None:
+        runner.start()
+        relay.start()
+
+    async def finish(total: int) -> None:
+        try:
+            wait_until = time.perf_counter() + 60
+            while len(started_at) < total and time.perf_counter() < wait_until:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        finally:
+            await runner.close()
+            await relay.close()
+
+    return start, finish
+
+
+async def _worker_process(
+    url: str, prefix: str, jobs_on: str, namespace: str, started_at: dict[int, float]
+) -> tuple[_Phase, Callable[[int], Awaitable[None]]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.outbox_worker", url, prefix, jobs_on, namespace,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+
+    async def start() -> None:
+        async with asyncio.timeout(30):
+            line = await stdout.readline()
+        if line.strip() != b"ready":
+            process.kill()
+            await process.wait()
+            raise RuntimeError(f"the outbox worker process did not start: {line!r}")
+
+    async def finish(total: int) -> None:
+        try:
+            stdin.write(f"{total}\n".encode())
+            await stdin.drain()
+            async with asyncio.timeout(90):
+                line = await stdout.readline()
+            started_at.update({int(n): at for n, at in json.loads(line).items()})
+        finally:
+            if process.returncode is None:
+                async with asyncio.timeout(30):
+                    await process.wait()
+
+    return start, finish
 
 
 async def _drop(engine: Any, orders: Table) -> None:
@@ -128,7 +270,7 @@ async def _drop(engine: Any, orders: Table) -> None:
         await conn.run_sync(orders.metadata.drop_all)
 
 
-async def raw_asyncpg_rate(duration_s: float) -> float:
+async def raw_asyncpg_rate(duration_s: float) -> Rate:
     """Transactions per second: INSERT an order, INSERT an entry, COMMIT, on 10 connections."""
     import asyncpg  # type: ignore[import-untyped]
 
@@ -159,10 +301,10 @@ async def raw_asyncpg_rate(duration_s: float) -> float:
                 )
             done += 1
 
-    started = time.perf_counter()
+    clock = _CpuClock()
     try:
         await asyncio.gather(*(produce(connection) for connection in connections))
-        return done / (time.perf_counter() - started)
+        return clock.rate(done)
     finally:
         for connection in connections:
             await connection.close()
@@ -170,7 +312,7 @@ async def raw_asyncpg_rate(duration_s: float) -> float:
         await setup.close()
 
 
-def raw_sqlite3_rate(duration_s: float) -> float:
+def raw_sqlite3_rate(duration_s: float) -> Rate:
     """Transactions per second: the same transaction with sqlite3 (WAL, synchronous=FULL),
     10 threads each with its own connection, waiting on the lock in SQLite's busy handler."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -198,10 +340,10 @@ def raw_sqlite3_rate(duration_s: float) -> float:
                 counts[index] += 1
             connection.close()
 
-        started = time.perf_counter()
+        clock = _CpuClock()
         threads = [threading.Thread(target=produce, args=(i,)) for i in range(PRODUCERS)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        return sum(counts) / (time.perf_counter() - started)
+        return clock.rate(sum(counts))

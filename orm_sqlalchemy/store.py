@@ -352,11 +352,19 @@ class SQLAlchemyJobStore(SQLOperations):
         return list(types) if self._postgres else json.dumps(list(types))
 
     async def _fetch(self, statement: str, **params: Any) -> list[Row]:
+        await self._ready(params)
+        return await self._backend.fetch(self._sql[statement], params)
+
+    async def _fetch_unsorted(self, statement: str, **params: Any) -> list[Row]:
+        """``_fetch`` of a listing page: its ORDER BY is read off an index, never sorted."""
+        await self._ready(params)
+        return await self._backend.fetch_unsorted(self._sql[statement], params)
+
+    async def _ready(self, params: dict[str, Any]) -> None:
         self._check_open()
         if not self._schema_ready:
             await self._prepare_schema()
         params["now"] = self._now()
-        return await self._backend.fetch(self._sql[statement], params)
 
     def _wake(self, job_type: str | None = None) -> None:
         self._waiters.wake(job_type)

@@ -49,6 +49,9 @@ class SQLOperations:
     async def _fetch(self, statement: str, **params: Any) -> list[Row]:
         raise NotImplementedError
 
+    async def _fetch_unsorted(self, statement: str, **params: Any) -> list[Row]:
+        raise NotImplementedError
+
     def _announce(self, job_type: str) -> None:
         raise NotImplementedError
 
@@ -64,7 +67,7 @@ class SQLOperations:
         before_at, before_id = _PAST_EVERY_ROW
         if cursor is not None:
             before_at, before_id = decode_cursor(check_cursor(cursor))
-        rows = await self._fetch(
+        rows = await self._fetch_unsorted(
             "list_jobs" if state is None else "list_jobs_in_state",
             state=None if state is None else check_state(state),  # list_jobs does not read it
             type=None if job_type is None else check_type(job_type),

@@ -177,35 +177,52 @@ def check_columns(
     present = set(found)
     for column in table.columns:
         if column.name not in present:
+            fix = "migrate it (the store's `metadata` has the expected shape)"
+            if column.nullable and column.server_default is None:
+                fix = (
+                    f"add it with `ALTER TABLE {table.fullname} ADD COLUMN {column.name} "
+                    f"{column.type}` (see the README's \"Upgrading an existing table\")"
+                )
             raise StoreSchemaError(
                 f"table {table.fullname!r} has no column {column.name!r}: it was made for "
-                f"another version of the {store}; migrate it (the store's `metadata` has "
-                "the expected shape)"
+                f"another version of the {store}; {fix}"
             )
 
 
 async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bool) -> None:
-    """Create the job and worker tables unless they exist (``create``), then check their
-    columns.
+    """Create the job and worker tables and their indexes unless they exist (``create``), then
+    check their columns.
+
+    A table of an older version (without a column this one uses) is refused before anything
+    is created: adding a column is the user's migration. Given its columns, a missing table
+    or index is created, so a job table made before the worker registry and the listing
+    indexes is brought up to date (an index is built while writes to the table wait).
 
     Race-safe across processes: on PostgreSQL under a transaction-scoped advisory lock keyed
     by the table name, in READ COMMITTED so that a table made by whoever held the lock before
     is seen; on SQLite inside a write transaction (the engine begins them IMMEDIATE).
     """
     postgres = engine.dialect.name == "postgresql"
+    tables = (schema.jobs, schema.workers)
 
-    def work(connection: Connection) -> None:
-        tables = (schema.jobs, schema.workers)
-        if create:
-            for table in tables:
-                table.create(connection, checkfirst=True)
+    def check(connection: Connection, *, missing_ok: bool) -> None:
         inspector = inspect(connection)
         for table in tables:
             found = None
             if inspector.has_table(table.name, schema=table.schema):
                 columns = inspector.get_columns(table.name, table.schema)
                 found = [column["name"] for column in columns]
-            check_columns(table, found)
+            if found is not None or not missing_ok:
+                check_columns(table, found)
+
+    def work(connection: Connection) -> None:
+        if create:
+            check(connection, missing_ok=True)
+            for table in tables:
+                table.create(connection, checkfirst=True)
+                for index in table.indexes:
+                    index.create(connection, checkfirst=True)
+        check(connection, missing_ok=False)
 
     async with engine.connect() as connection:
         if postgres:

@@ -40,7 +40,7 @@ from typing import Any, ParamSpec, TypeVar
 from loguru import logger
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from .engine import configure_sqlite
+from .engine import close_turn_slot, configure_sqlite, open_turn_slot, writer_gate
 from .errors import NoTransactionError, SQLAlchemyJobsError
 
 __all__ = [
@@ -119,12 +119,16 @@ class SQLAlchemyTransactionManager:
     """Opens transactions on ``engine`` and binds their session to the async context.
 
     A SQLite engine is given ``configure_sqlite`` (WAL, busy timeout, ``BEGIN IMMEDIATE``):
-    any transaction here may write, and a deferred one that upgrades fails at once.
+    any transaction here may write, and a deferred one that upgrades fails at once. So the
+    outermost transactions of a SQLite manager take the engine's writer gate at their BEGIN
+    (the first statement), one at a time in arrival order, and give it back at commit or
+    rollback, before the after-commit callbacks (``engine.SQLiteWriterGate``).
     """
 
     def __init__(self, engine: AsyncEngine, *, expire_on_commit: bool = False) -> None:
         configure_sqlite(engine)
         self._engine = engine
+        self._gate = writer_gate(engine)
         self._sessions = async_sessionmaker(
             engine, expire_on_commit=expire_on_commit, close_resets_only=False
         )
@@ -155,20 +159,29 @@ class SQLAlchemyTransactionManager:
             async with self._joined(frame):
                 yield frame.session
             return
-        async with self._sessions() as session:
-            frame = _Frame(self, session, _current.get())
-            token = _current.set(frame)
-            try:
+        slot, slot_token = (None, None) if self._gate is None else open_turn_slot()
+        try:
+            async with self._sessions() as session:
+                frame = _Frame(self, session, _current.get())
+                token = _current.set(frame)
                 try:
-                    yield session
-                except BaseException:
-                    await self._rollback(frame)
-                    raise
-                await self._commit(frame)
-            finally:
-                frame.state = _State.ENDED
-                _current.reset(token)
-        await self._run_callbacks(frame.callbacks)
+                    try:
+                        yield session
+                    except BaseException:
+                        await self._rollback(frame)
+                        raise
+                    await self._commit(frame)
+                finally:
+                    frame.state = _State.ENDED
+                    _current.reset(token)
+                    if slot is not None:
+                        slot.release()
+        finally:
+            if slot is not None and slot_token is not None:
+                slot.release()
+                close_turn_slot(slot_token)
+        if frame.callbacks:
+            await self._run_callbacks(frame.callbacks)
 
     @asynccontextmanager
     async def _joined(self, frame: _Frame) -> AsyncIterator[None]:

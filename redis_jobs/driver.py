@@ -128,6 +128,20 @@ class RedisJobDriver(RedisOperations):
         self._closing = asyncio.Event()
         self._closed = False
         self._policy_check: asyncio.Task[None] | None = None
+        keys = self._keys
+        self._enqueue_constants: Shared = (
+            (
+                keys.counts,
+                keys.job_prefix,
+                keys.completed,
+                keys.failed,
+                keys.cancelled,
+                keys.state_prefix,
+                keys.types,
+            ),
+            ("", SIGNAL_CAP, SIGNAL_TTL_MS),
+        )
+        """The enqueue script's shared KEYS and ARGV (its clock argument "": Redis TIME)."""
 
     def __repr__(self) -> str:
         return f"RedisJobDriver({self._topology.describe()}, namespace {self.namespace!r})"
@@ -162,19 +176,9 @@ class RedisJobDriver(RedisOperations):
         return [_enqueued(job, status) for job, status in zip(jobs, statuses, strict=True)]
 
     def _enqueue_shared(self) -> Shared:
-        keys = self._keys
-        return (
-            [
-                keys.counts,
-                keys.job_prefix,
-                keys.completed,
-                keys.failed,
-                keys.cancelled,
-                keys.state_prefix,
-                keys.types,
-            ],
-            [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
-        )
+        if self._clock is None:
+            return self._enqueue_constants
+        return (self._enqueue_constants[0], (self._now(), SIGNAL_CAP, SIGNAL_TTL_MS))
 
     def _enqueue_parts(self, job: JobRequest) -> tuple[list[str], list[ScriptArg]]:
         keys = self._keys

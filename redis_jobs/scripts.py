@@ -43,6 +43,7 @@ from jobs.errors import DriverError
 
 from .errors import ReplicationTimeoutError, refusal, translate
 from .topology import Topology
+from .wire import Wire
 
 SCRIPT_NAMES = (
     *("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek"),
@@ -125,8 +126,10 @@ class ScriptRunner:
         self._scripts = {
             name: self._client.register_script(source) for name, source in SOURCES.items()
         }
+        self._wire = Wire.of(self._client, topology.encoding)
         self._pending: dict[_GroupKey, list[_Job]] = {}
         self._running: set[asyncio.Task[None]] = set()
+        self._lone: set[asyncio.Future[Any]] = set()
 
     @property
     def scripts(self) -> Mapping[str, AsyncScript]:
@@ -156,15 +159,47 @@ class ScriptRunner:
         and args go out as one EVALSHA (up to ``MAX_BATCH`` jobs), and all of the tick's
         EVALSHAs in one pipeline: one round trip. Each job is still checked and written on its
         own and gets its own result; a refused job raises RedisScriptError for its caller
-        only. A caller cancelled while waiting does not cancel the call.
+        only. Calls that share a round trip run in a task of their own, which a caller
+        cancelled while waiting does not cancel; a call alone in its tick runs in its caller's
+        task (no task to start and wake it: the one-by-one case), so cancelling that caller
+        may cut it short, as it would any redis-py call.
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._flush)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        pending = self._pending
+        lead = not pending
         group = (name, tuple(shared[0]), tuple(shared[1]), durable)
-        self._pending.setdefault(group, []).append(_Job(keys, args, future))
+        jobs = pending.get(group)
+        if jobs is None:
+            pending[group] = [_Job(keys, args, future)]
+        else:
+            jobs.append(_Job(keys, args, future))
+        if lead:
+            await self._lead(future)
         return await future
+
+    async def _lead(self, future: asyncio.Future[Any]) -> None:
+        """The first call of a tick: let the tick's other calls join, then send them all."""
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            self._flush()
+            raise
+        pending = self._pending
+        if len(pending) != 1:
+            self._flush()
+            return
+        [(group, jobs)] = pending.items()
+        if len(jobs) != 1:
+            self._flush()
+            return
+        self._pending = {}
+        name, shared_keys, shared_args, durable = group
+        self._lone.add(future)
+        try:
+            await self._run(self._commands(name, shared_keys, shared_args, durable, jobs))
+        finally:
+            self._lone.discard(future)
+            future.cancel()  # unless settled: its caller was cancelled and awaits it no more
 
     async def batch(
         self,
@@ -191,11 +226,13 @@ class ScriptRunner:
     async def drain(self) -> None:
         """Wait for the calls already queued or sent (before the client is closed)."""
         await asyncio.sleep(0)  # a flush scheduled in this tick sends its batch
-        while self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
+        while self._running or self._lone:
+            await asyncio.wait([*self._running, *self._lone])
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
+        if not pending:
+            return
         commands: list[_Command] = []
         for (name, shared_keys, shared_args, durable), jobs in pending.items():
             commands += self._commands(name, shared_keys, shared_args, durable, jobs)
@@ -212,12 +249,20 @@ class ScriptRunner:
         jobs: list[_Job],
     ) -> list[_Command]:
         """The EVALSHAs of a batch script for ``jobs``, ``MAX_BATCH`` a call."""
+        script = self._scripts[name]
+        if len(jobs) == 1:
+            [job] = jobs
+            keys = [*shared_keys, *job.keys]
+            return [_Command(script, keys, [*shared_args, *job.args], durable, jobs=jobs)]
         commands = []
         for start in range(0, len(jobs), MAX_BATCH):
             chunk = jobs[start : start + MAX_BATCH]
-            keys = [*shared_keys, *(key for job in chunk for key in job.keys)]
-            args = [*shared_args, *(arg for job in chunk for arg in job.args)]
-            commands.append(_Command(self._scripts[name], keys, args, durable, jobs=chunk))
+            keys = list(shared_keys)
+            args = list(shared_args)
+            for job in chunk:
+                keys += job.keys
+                args += job.args
+            commands.append(_Command(script, keys, args, durable, jobs=chunk))
         return commands
 
     async def _run(self, commands: list[_Command], *, reload: bool = True) -> None:
@@ -244,7 +289,14 @@ class ScriptRunner:
         """One reply per command (an error reply as its exception), in one round trip."""
         client = self._client
         durable = self._replicas > 0 and any(command.durable for command in commands)
-        if len(commands) == 1 and not durable:
+        wire = self._wire
+        if wire is not None:
+            primary = self._topology.where() if durable else None
+            packed = b"".join(wire.pack(_evalsha(command)) for command in commands)
+            if durable:
+                packed += wire.pack(("WAIT", self._replicas, self._replica_timeout_ms))
+            replies = await wire.round_trip(packed, len(commands) + durable)
+        elif len(commands) == 1 and not durable:
             [command] = commands
             try:
                 reply = await client.execute_command(*_evalsha(command))
@@ -252,16 +304,17 @@ class ScriptRunner:
                 reply = exc
             self._topology.observe()
             return [reply]
-        if durable and isinstance(client, RedisCluster) and self._topology.where() is None:
-            await client.initialize()
-        primary = self._topology.where()
-        pipe = client.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*_evalsha(command))
-        if durable:
-            wait = ("WAIT", self._replicas, self._replica_timeout_ms)
-            pipe.execute_command(*wait, **self._topology.node_options())
-        replies: list[Any] = list(await pipe.execute(raise_on_error=False))
+        else:
+            if durable and isinstance(client, RedisCluster) and self._topology.where() is None:
+                await client.initialize()
+            primary = self._topology.where()
+            pipe = client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*_evalsha(command))
+            if durable:
+                wait = ("WAIT", self._replicas, self._replica_timeout_ms)
+                pipe.execute_command(*wait, **self._topology.node_options())
+            replies = list(await pipe.execute(raise_on_error=False))
         self._topology.observe()
         if durable:
             confirmed = replies.pop()

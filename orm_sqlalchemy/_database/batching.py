@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from jobs.errors import DriverError
 
@@ -35,6 +36,9 @@ class Coalescer(Generic[Item, Result]):
     alone; if ``send`` raises, every item of the group gets that error. With ``key``, a group
     never holds two items of one key (a repeat waits for the next group), so a send never sees
     the same job twice. A caller cancelled before its group is sent is left out of it.
+    With ``hold``, each group is formed and sent inside ``async with hold():`` (SQLite's writer
+    turn), so what is submitted while the turn is awaited joins that group; if entering
+    ``hold`` fails, the group gets that error.
     """
 
     def __init__(
@@ -43,10 +47,12 @@ class Coalescer(Generic[Item, Result]):
         *,
         name: str,
         key: Callable[[Item], Hashable] | None = None,
+        hold: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         self._send = send
         self._name = name
         self._key = key
+        self._hold = hold
         self._queue: list[_Call[Item, Result]] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -65,19 +71,36 @@ class Coalescer(Generic[Item, Result]):
     async def _drain(self) -> None:
         group: list[_Call[Item, Result]] = []
         try:
-            while group := self._next_group():
+            while self._queue:
+                if self._hold is None:
+                    group = self._next_group()
+                    await self._send_group(group)
+                    continue
                 try:
-                    outcomes = await self._send([call.item for call in group])
-                except Exception as exc:
-                    outcomes = [exc] * len(group)
-                for call, outcome in zip(group, outcomes, strict=True):
-                    _settle(call, outcome)
+                    async with self._hold():
+                        # Formed once the turn is ours: what came in while waiting joins.
+                        group = self._next_group()
+                        await self._send_group(group)
+                except Exception as exc:  # waiting for the turn failed: nothing was sent
+                    for call in self._next_group():
+                        _settle(call, exc)
+                group = []
         except BaseException:
             # Never leave a caller waiting for an outcome that will not come.
             stranded, self._queue = [*group, *self._queue], []
             for call in stranded:
                 _settle(call, DriverError(f"{self._name} stopped before this ran"))
             raise
+
+    async def _send_group(self, group: list[_Call[Item, Result]]) -> None:
+        if not group:
+            return
+        try:
+            outcomes = await self._send([call.item for call in group])
+        except Exception as exc:
+            outcomes = [exc] * len(group)
+        for call, outcome in zip(group, outcomes, strict=True):
+            _settle(call, outcome)
 
     def _next_group(self) -> list[_Call[Item, Result]]:
         live = [call for call in self._queue if not call.outcome.done()]

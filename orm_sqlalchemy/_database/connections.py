@@ -39,6 +39,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from jobs.errors import DriverError, StoreUnavailableError
 
+from ..engine import writer_gate
 from .batching import Coalescer
 from .errors import store_error
 from .statements import Statement
@@ -50,6 +51,11 @@ Row = Mapping[str, Any]
 
 class Backend(Protocol):
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]: ...
+
+    async def fetch_unsorted(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
+        """``fetch`` of a statement whose ORDER BY an index must deliver (a page of a listing):
+        the database reads the index in order, never sorts the rows it matched."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -66,6 +72,8 @@ _READ_COMMITTED = "neverlost_read_committed"
 """Key in a pooled connection's ``info``: whether its transactions default to READ COMMITTED."""
 
 _CHECKOUT_TRIES = 3
+
+_UNSORTED = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_sort = off"
 
 
 class PostgresBackend:
@@ -90,6 +98,23 @@ class PostgresBackend:
             else:
                 async with driver.transaction(isolation="read_committed"):
                     rows = await driver.fetch(statement.text, *args)
+            return rows
+
+    async def fetch_unsorted(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
+        """``fetch`` planned with ``enable_sort = off``, in a transaction of its own (SET LOCAL:
+        nothing outlives it, so a pooler hands the connection on unchanged); three round trips.
+
+        PostgreSQL picks between reading an index in order (stopping at the LIMIT) and fetching
+        every matching row to sort it by its row estimate, and on a freshly filled table, or
+        one analysed before its failures, that estimate is a few rows: a page of failed jobs
+        among 200,000 sorted all 20,000 of them (18-24 ms; 0.2 ms read in order). With sorting
+        priced out the ordered index scan is chosen whatever the statistics say.
+        """
+        args = statement.bind(params)
+        async with self._slots, self._connection() as (driver, _):
+            await driver.execute(_UNSORTED)
+            rows: list[Row] = await driver.fetch(statement.text, *args)
+            await driver.execute("COMMIT")
             return rows
 
     async def execute_script(self, script: str) -> None:
@@ -189,15 +214,21 @@ class SQLiteBackend:
     result once that commit is durable. A lone statement runs on its own (autocommit). Each
     statement keeps its own effect: if one in a group fails, the group is rolled back and its
     statements are run again one by one, so that only the failing one reports the error.
+    Each group is formed once it has the engine's writer turn (``engine.SQLiteWriterGate``,
+    as a store's group), queueing with the app's transactions in this process rather than in
+    SQLite's busy handler; what comes in while it waits joins it.
     """
 
     def __init__(self, engine: AsyncEngine, *, name: str) -> None:
         self._engine = engine
         self._name = name
+        self._gate = writer_gate(engine)
         self._connection: Any = None
         self._lock = asyncio.Lock()
         self._groups: Coalescer[_Statement, list[Row]] = Coalescer(
-            self._run_group, name=f"{name} commits"
+            self._run_group,
+            name=f"{name} commits",
+            hold=None if self._gate is None else self._writer_turn,
         )
 
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
@@ -205,11 +236,28 @@ class SQLiteBackend:
             await self._connect()
         return await self._groups.submit((statement, params))
 
+    async def fetch_unsorted(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
+        """``fetch``: SQLite's planner reads the index in order for these statements with or
+        without ``ANALYZE`` statistics."""
+        return await self.fetch(statement, params)
+
     async def close(self) -> None:
         await self._groups.close()
         connection, self._connection = self._connection, None
         if connection is not None:
             await connection.close()
+
+    @contextlib.asynccontextmanager
+    async def _writer_turn(self) -> AsyncIterator[None]:
+        assert self._gate is not None
+        try:
+            turns = await self._gate.acquire(store=True)
+        except Exception as exc:  # "database is locked", as SQLite's own would read
+            raise store_error(exc, self._name) from exc
+        try:
+            yield
+        finally:
+            turns.release()
 
     async def _run_group(self, group: list[_Statement]) -> list[list[Row] | Exception]:
         if len(group) > 1:

@@ -153,6 +153,8 @@ RETURNING 1;
 -- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
 -- one past every row): a backward range scan of the created index. No "param IS NULL OR"
 -- here: asyncpg's prepared statement gets a generic plan, which could not use the index then.
+-- Run with sorting priced out (PostgresBackend.fetch_unsorted): the planner's row estimate
+-- (a few rows on a fresh table) would otherwise have it sort every match instead.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}
@@ -163,7 +165,7 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: list_jobs_in_state
--- list_jobs of one state: a backward range scan of the state index.
+-- list_jobs of one state: a backward range scan of the state index (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -17,6 +17,7 @@ from jobs import JOB_STATES
 from orm_sqlalchemy import SQLAlchemyJobStore
 from orm_sqlalchemy.engine import (
     BUSY_TIMEOUT_MS,
+    POSTGRES_POOL_SIZE,
     _prepare_connection,
     configure_sqlite,
     create_engine,
@@ -66,18 +67,30 @@ async def test_postgres_url_is_left_alone() -> None:
         await engine.dispose()
 
 
+async def test_postgres_engine_pool_has_room_for_the_stores_and_the_app() -> None:
+    engine = create_engine("postgresql://postgres@127.0.0.1:5432/test")
+    own = create_engine("postgresql://postgres@127.0.0.1:5432/test", pool_size=3)
+    try:
+        assert engine.pool.size() == POSTGRES_POOL_SIZE  # type: ignore[attr-defined]
+        assert own.pool.size() == 3  # type: ignore[attr-defined]
+    finally:
+        await engine.dispose()
+        await own.dispose()
+
+
 async def test_transactions_begin_immediate(tmp_path: Path) -> None:
-    engine = create_engine(_url(tmp_path / "c.db"))
-    statements: list[str] = []
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        statements.append(statement)
-
-    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    """A transaction that has only read holds the write lock: it began IMMEDIATE."""
+    path = tmp_path / "c.db"
+    engine = create_engine(_url(path))
     try:
         async with engine.begin() as conn:
             await conn.execute(text("SELECT 1"))
-        assert "BEGIN IMMEDIATE" in statements
+            other = sqlite3.connect(path, timeout=0, isolation_level=None)
+            try:
+                with pytest.raises(sqlite3.OperationalError, match="locked"):
+                    other.execute("BEGIN IMMEDIATE")
+            finally:
+                other.close()
     finally:
         await engine.dispose()
 

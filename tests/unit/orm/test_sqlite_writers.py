@@ -1,0 +1,213 @@
+"""SQLite writers of one process queue in the process (the engine's writer gate), on a real file.
+
+Transactions of the transaction manager take the write turn in arrival order; the stores' own
+statement groups alternate with them; readers are not held up; nobody sleeps in SQLite's busy
+handler, so even with SQLite's busy timeout at 0 no "database is locked" is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
+from orm_sqlalchemy.engine import configure_sqlite, writer_gate
+
+DEADLINE_S = 10.0
+
+
+async def _engine(
+    path: Path, *, busy_timeout_ms: int = 5_000, sqlite_busy_timeout_ms: int | None = None
+) -> AsyncEngine:
+    engine = create_async_engine(f"sqlite+aiosqlite:///{path}", pool_size=30, max_overflow=0)
+    configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
+    if sqlite_busy_timeout_ms is not None:
+        # After configure_sqlite's own checkout listener: SQLite itself gives up at once.
+        @event.listens_for(engine.sync_engine, "checkout")
+        def no_busy_wait(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"PRAGMA busy_timeout = {sqlite_busy_timeout_ms}")
+            cursor.close()
+
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql("CREATE TABLE log (n INTEGER NOT NULL, task TEXT NOT NULL)")
+    return engine
+
+
+async def _holding(tm: SQLAlchemyTransactionManager, entered: asyncio.Event,
+                   leave: asyncio.Event) -> None:
+    async with tm.transaction() as session:
+        await session.execute(text("INSERT INTO log VALUES (0, 'holder')"))
+        entered.set()
+        await leave.wait()
+
+
+async def test_transactions_get_the_write_turn_in_arrival_order(tmp_path: Path) -> None:
+    engine = await _engine(tmp_path / "fifo.db")
+    tm = SQLAlchemyTransactionManager(engine)
+    gate = writer_gate(engine)
+    assert gate is not None
+    order: list[int] = []
+    try:
+        entered, leave = asyncio.Event(), asyncio.Event()
+        holder = asyncio.create_task(_holding(tm, entered, leave))
+        await asyncio.wait_for(entered.wait(), DEADLINE_S)
+
+        async def write(n: int) -> None:
+            async with tm.transaction() as session:
+                # The first statement (its BEGIN IMMEDIATE) waits for the turn.
+                await session.execute(text("INSERT INTO log VALUES (:n, 'writer')"), {"n": n})
+                order.append(n)
+
+        writers = []
+        for n in range(1, 11):
+            writers.append(asyncio.create_task(write(n)))
+            await _until(functools.partial(lambda k: gate.waiting() == (0, k), n))
+        assert order == []  # all of them wait for the holder's turn
+        leave.set()
+        await asyncio.wait_for(asyncio.gather(holder, *writers), DEADLINE_S)
+        assert order == list(range(1, 11))
+        async with engine.connect() as conn:
+            logged = (await conn.exec_driver_sql("SELECT n FROM log WHERE n > 0 ORDER BY rowid"))
+            assert [row[0] for row in logged] == list(range(1, 11))
+    finally:
+        await engine.dispose()
+
+
+async def test_concurrent_writers_never_meet_the_busy_handler(tmp_path: Path) -> None:
+    """20 tasks x 20 transactions, SQLite's busy timeout 0: without queueing in the process,
+    SQLite would report "database is locked" as soon as two of them overlap."""
+    engine = await _engine(tmp_path / "busy.db", sqlite_busy_timeout_ms=0)
+    tm = SQLAlchemyTransactionManager(engine)
+
+    async def write(task: int) -> None:
+        for n in range(20):
+            async with tm.transaction() as session:
+                await session.execute(
+                    text("INSERT INTO log VALUES (:n, :task)"), {"n": n, "task": str(task)}
+                )
+                await asyncio.sleep(0)  # let the others pile up on the turn meanwhile
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(write(t) for t in range(20))), DEADLINE_S * 3)
+        async with engine.connect() as conn:
+            count = (await conn.exec_driver_sql("SELECT count(*) FROM log")).scalar_one()
+        assert count == 400
+    finally:
+        await engine.dispose()
+
+
+async def test_a_reader_is_not_held_up_by_a_waiting_writer(tmp_path: Path) -> None:
+    engine = await _engine(tmp_path / "read.db")
+    tm = SQLAlchemyTransactionManager(engine)
+    try:
+        entered, leave = asyncio.Event(), asyncio.Event()
+        holder = asyncio.create_task(_holding(tm, entered, leave))
+        await asyncio.wait_for(entered.wait(), DEADLINE_S)
+        waiting = asyncio.create_task(_holding(tm, asyncio.Event(), asyncio.Event()))
+        await asyncio.sleep(0)
+        async with engine.connect() as conn:
+            conn = await conn.execution_options(sqlite_begin="DEFERRED")
+            count = await asyncio.wait_for(
+                conn.exec_driver_sql("SELECT count(*) FROM log"), DEADLINE_S
+            )
+            assert count.scalar_one() == 0  # WAL: the holder's row is not committed yet
+        assert not waiting.done()
+        leave.set()
+        await asyncio.wait_for(holder, DEADLINE_S)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    finally:
+        await engine.dispose()
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(DEADLINE_S):
+        while not condition():  # noqa: ASYNC110 - the gate has no event to wait on
+            await asyncio.sleep(0.001)
+
+
+async def test_store_groups_and_transactions_alternate(tmp_path: Path) -> None:
+    engine = await _engine(tmp_path / "policy.db")
+    gate = writer_gate(engine)
+    assert gate is not None
+    order: list[str] = []
+    try:
+        held = await gate.acquire()
+
+        async def take(name: str, *, store: bool) -> None:
+            async with gate.turn(store=store):
+                order.append(name)
+
+        tasks = []
+        for n, (name, store) in enumerate(
+            [("app 1", False), ("app 2", False), ("app 3", False), ("store 1", True)]
+        ):
+            tasks.append(asyncio.create_task(take(name, store=store)))
+            expected = (1, 3) if store else (0, n + 1)
+            await _until(functools.partial(lambda e: gate.waiting() == e, expected))
+        held.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), DEADLINE_S)
+        # The store group waits for at most one app transaction besides the one holding.
+        assert order == ["app 1", "store 1", "app 2", "app 3"]
+        assert gate.waiting() == (0, 0)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_store_statement_waits_for_the_turn_as_a_store_group(tmp_path: Path) -> None:
+    engine = await _engine(tmp_path / "first.db")
+    tm = SQLAlchemyTransactionManager(engine)
+    outbox = SQLAlchemyOutboxStore(tm, table_prefix="first_")
+    await outbox.create_schema()
+    gate = writer_gate(engine)
+    assert gate is not None
+    try:
+        entered, leave = asyncio.Event(), asyncio.Event()
+        holder = asyncio.create_task(_holding(tm, entered, leave))
+        await asyncio.wait_for(entered.wait(), DEADLINE_S)
+
+        async def app() -> None:
+            async with tm.transaction() as session:
+                await session.execute(text("INSERT INTO log VALUES (1, 'app')"))
+
+        waiting_app = asyncio.create_task(app())
+        await _until(lambda: gate.waiting() == (0, 1))
+        claim = asyncio.create_task(outbox.claim(10, 1_000))
+        await _until(lambda: gate.waiting() == (1, 1))
+        leave.set()
+        assert await asyncio.wait_for(claim, DEADLINE_S) == []
+        await asyncio.wait_for(asyncio.gather(holder, waiting_app), DEADLINE_S)
+        assert gate.waiting() == (0, 0)
+    finally:
+        await outbox.close()
+        await engine.dispose()
+
+
+async def test_waiting_past_the_busy_timeout_is_database_is_locked(tmp_path: Path) -> None:
+    engine = await _engine(tmp_path / "locked.db", busy_timeout_ms=50)
+    tm = SQLAlchemyTransactionManager(engine)
+    try:
+        entered, leave = asyncio.Event(), asyncio.Event()
+        holder = asyncio.create_task(_holding(tm, entered, leave))
+        await asyncio.wait_for(entered.wait(), DEADLINE_S)
+        with pytest.raises(OperationalError, match="database is locked") as caught:
+            async with tm.transaction() as session:
+                await session.execute(text("INSERT INTO log VALUES (1, 'late')"))
+        assert isinstance(caught.value.orig, sqlite3.OperationalError)
+        leave.set()
+        await asyncio.wait_for(holder, DEADLINE_S)
+        async with tm.transaction() as session:  # the turn is free again
+            await session.execute(text("INSERT INTO log VALUES (2, 'after')"))
+    finally:
+        await engine.dispose()
