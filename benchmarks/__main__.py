@@ -18,6 +18,7 @@ from .listing import listing_row
 from .load_report import bulk_rows, io_drain_rows, outbox_load_rows, single_enqueue_rows
 from .outbox import commit_to_handler
 from .outbox_cost import PRODUCERS, outbox_cost
+from .redis_cpu import redis_cpu_rows
 from .scenarios import drain_rate, enqueue_rate, start_latency
 
 
@@ -57,7 +58,9 @@ async def main(argv: list[str]) -> int:
     )
     parser.add_argument("--listing-jobs", type=int, default=200_000)
     parser.add_argument(
-        "--load", default="drain,bulk,single,outbox", help="rows under load (comma-separated)"
+        "--load",
+        default="drain,bulk,single,outbox,redis-cpu",
+        help="rows under load (comma-separated)",
     )
     parser.add_argument("--load-seconds", type=float, default=4.0, help="outbox load duration")
     args = parser.parse_args(argv)
@@ -111,6 +114,8 @@ async def _under_load(args: argparse.Namespace) -> None:
     if "outbox" in rows:
         kinds = [kind for kind in args.outbox.split(",") if kind]
         await outbox_load_rows(args.runs, args.load_seconds, kinds)
+    if "redis-cpu" in rows:
+        await redis_cpu_rows(args.runs)
 
 
 async def _outbox_cost(runs: int) -> None:

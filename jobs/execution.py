@@ -93,7 +93,11 @@ class Attempt:
     )
 
     def __init__(
-        self, job: ClaimedJob, handler: RegisteredHandler, services: AttemptServices
+        self,
+        job: ClaimedJob,
+        handler: RegisteredHandler,
+        services: AttemptServices,
+        lease: Lease | None = None,
     ) -> None:
         self.services = services
         self.job = job
@@ -103,7 +107,8 @@ class Attempt:
         self.task: asyncio.Task[Outcome] | None = None
         self.span: Span | None = None
         self.timed_out = False
-        self.lease: Lease | None = None
+        self.lease = lease
+        """Given when the job was prefetched (its lease was kept while it waited)."""
         self.detached = False
         self._settling = False
         self._started = 0.0
@@ -122,12 +127,18 @@ class Attempt:
         """The body of the attempt's task."""
         self._started = time.perf_counter()
         self.span = span = start_job_span(self.job)
+        leases = self.services.leases
+        lease = self.lease
         if self.job.reclaimed and self.job.attempt > self.max_attempts:
+            if lease is not None:
+                leases.release(lease)
             return await self._fail_unrun()
         token = activate(span)
         loop = asyncio.get_running_loop()
-        leases = self.services.leases
-        self.lease = lease = leases.hold(self.job, self._interrupt)
+        if lease is None:
+            self.lease = lease = leases.hold(self.job, self._interrupt)
+        else:
+            lease.on_lost = self._interrupt
         if self.timeout_ms is not None:
             self._timeout_handle = loop.call_later(self.timeout_ms / 1000, self._on_timeout)
         try:
@@ -141,7 +152,7 @@ class Attempt:
                 return "detached"
             return await self.finish(error)
         finally:
-            if not self.detached:
+            if not (self.detached or self._settling):  # finish() releases it itself
                 leases.release(lease)
 
     async def _call_handler(self) -> BaseException | None:
@@ -156,7 +167,8 @@ class Attempt:
                 self.task.uncancel()  # the cancellation was ours, and it is handled
         except Exception as exc:
             result = exc
-        if self.lease_lost or self.timed_out:
+        lease = self.lease
+        if self.timed_out or (lease is not None and lease.lost):
             return self.interruption_error()
         return result
 

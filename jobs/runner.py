@@ -1,21 +1,28 @@
 """JobRunner: claims jobs its handlers know and runs an attempt of each, concurrently.
 
-The loop: claim as many jobs as there are free slots, start an ``Attempt`` for each
-(``execution``), and when the store has nothing more, wait for the driver's wake-up
-(``poll_interval_ms`` at most). Leases are kept by one ``LeaseKeeper`` (``leases``) and
-outcomes settled by one ``Settler`` (``settling``); dependencies run one way, from here down.
-A failing store call is logged and retried with backoff where it happens. The claim, heartbeat
-and presence loops run under one ``Supervisor``: anything else that escapes one is logged with
-its cause and the loop restarts after a backoff, ``health()`` red meanwhile. ``stop()`` ends
-claiming while attempts in flight go on (heartbeats too); ``close()`` also waits for them (up
-to ``drain_timeout_ms``, after which they are cancelled and their jobs left to their leases).
-While started, the runner is listed in ``workers()`` (``presence``).
+The loop: claim as many jobs as there are free slots and free places among the ``prefetch``
+ready ones, start an ``Attempt`` (``execution``) for each job that finds a slot, keep the others
+ready, and when the store has nothing more, wait for the driver's wake-up (``poll_interval_ms``
+at most). A slot whose handler returns starts the next ready job at once, in the same step of
+the event loop, while its settle goes on beside it: the claim round trip refills the ready jobs
+(when half of them went, so claims come in batches) instead of standing between a free slot and
+its next job. Ready jobs are leased: their leases are kept like running ones, one refused (the
+job was reclaimed or cancelled) drops the job unrun, and ``close()`` runs them as it drains.
+Leases are kept by one ``LeaseKeeper`` (``leases``) and outcomes settled by one ``Settler``
+(``settling``); dependencies run one way, from here down. A failing store call is logged and
+retried with backoff where it happens. The claim, heartbeat and presence loops run under one
+``Supervisor``: anything else that escapes one is logged with its cause and the loop restarts
+after a backoff, ``health()`` red meanwhile. ``stop()`` ends claiming while attempts in flight
+go on (heartbeats too); ``close()`` also waits for them (up to ``drain_timeout_ms``, after which
+they are cancelled and their jobs left to their leases). While started, the runner is listed in
+``workers()`` (``presence``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,7 +35,7 @@ from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .health import Health, StoreContact, build_health, store_name
-from .leases import LeaseKeeper
+from .leases import Lease, LeaseKeeper
 from .metrics import watch_queue
 from .operations import WorkerRegistration
 from .presence import WorkerPresence, new_worker_id
@@ -84,6 +91,8 @@ class JobRunner:
             0,
         )
         self._attempts: dict[asyncio.Task[Outcome], Attempt] = {}
+        self.prefetch = self.settings.effective_prefetch
+        self._ready: deque[Lease] = deque()  # claimed jobs waiting for a slot, leases kept
         self._busy: set[Attempt] = set()  # attempts whose handler runs: they hold the slots
         self._started = False
         self.worker_id = new_worker_id()
@@ -114,8 +123,14 @@ class JobRunner:
         return len(self._busy)
 
     @property
+    def ready(self) -> int:
+        """Jobs claimed ahead (``prefetch``), leased and waiting for a slot."""
+        return len(self._ready)
+
+    @property
     def in_flight(self) -> int:
-        return len(self._attempts)
+        """Jobs this runner holds: running, settling, or claimed and ready to run."""
+        return len(self._attempts) + len(self._ready)
 
     def start(self) -> None:
         """Start claiming (call from inside the running event loop). Idempotent."""
@@ -152,7 +167,7 @@ class JobRunner:
             window_ms=3 * self.heartbeat_ms,
             supervisor=self._supervisor,
             store_name=store_name(self.driver),
-            in_flight=len(self._attempts),
+            in_flight=self.in_flight,
             last_claim=self._last_claim,
         )
 
@@ -166,24 +181,34 @@ class JobRunner:
         deadline_ms = drain_timeout_ms if drain_timeout_ms is not None else (
             self.settings.drain_timeout_ms
         )
-        pending = set(self._attempts)
-        if pending:
-            _, late = await asyncio.wait(
-                pending, timeout=None if deadline_ms is None else deadline_ms / 1000
-            )
+        loop = asyncio.get_running_loop()
+        deadline = None if deadline_ms is None else loop.time() + deadline_ms / 1000
+        self._fill_slots()
+        # Ready jobs start as slots free, inside the wait: wait again until none is left.
+        while pending := set(self._attempts):
+            timeout = None if deadline is None else max(0.0, deadline - loop.time())
+            _, late = await asyncio.wait(pending, timeout=timeout)
             if late:
-                logger.warning(
-                    "{} job(s) still running at the drain deadline; cancelled and left to their "
-                    "leases",
-                    len(late),
-                )
-                for task in late:
-                    task.cancel()
+                self._abandon(late)
                 await asyncio.gather(*late, return_exceptions=True)
+                break
         await self._supervisor.close(HEARTBEAT_LOOP)
         await self.presence.close()
         self._unwatch()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def _abandon(self, late: set[asyncio.Task[Outcome]]) -> None:
+        """The drain deadline passed: cancel what runs, leave every job held to its lease."""
+        logger.warning(
+            "{} job(s) still running and {} ready at the drain deadline; cancelled and left to "
+            "their leases",
+            len(late),
+            len(self._ready),
+        )
+        while self._ready:
+            self.leases.release(self._ready.popleft())
+        for task in late:
+            task.cancel()
 
     def _registration(self) -> WorkerRegistration:
         host, pid, _ = self.worker_id.rsplit(":", 2)
@@ -193,21 +218,19 @@ class JobRunner:
             pid=int(pid),
             types=tuple(sorted(self.registry.types)),
             concurrency=self.settings.concurrency,
-            in_flight=len(self._attempts),
+            in_flight=self.in_flight,
         )
 
     # -- the claim loop ------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
         failures = self._claim_failures
-        concurrency = self.settings.concurrency
+        concurrency, prefetch = self.settings.concurrency, self.prefetch
+        refill = max(1, prefetch // 2)
         while not self._supervisor.stopping():  # this loop's own stop: a successor may run
-            # A slot frees when its handler returns; the settle goes on beside the next job,
-            # with at most ``concurrency`` settles in flight.
-            free = min(
-                concurrency - len(self._busy), 2 * concurrency - len(self._attempts)
-            )
-            if free <= 0:
+            self._fill_slots()
+            free = self._to_claim(concurrency, prefetch)
+            if free <= 0 or (self._ready and free < refill):
                 await self._wait(self._wait_for_slot())
                 continue
             types = self.registry.types
@@ -215,7 +238,9 @@ class JobRunner:
                 jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
             except Exception as exc:
                 self._contact.failed(exc)
-                delay_ms = STORE_BACKOFF(failures.count + 1)
+                # Capped at the poll interval: a store back from an outage is claimed from
+                # again within that, not after a backoff grown through the outage.
+                delay_ms = min(STORE_BACKOFF(failures.count + 1), self.settings.poll_interval_ms)
                 failures.failed(exc, retry_in_ms=delay_ms)
                 await self._wait(asyncio.sleep(delay_ms / 1000))
                 continue
@@ -223,7 +248,11 @@ class JobRunner:
             self._last_claim = time.monotonic()
             failures.succeeded()
             for job in jobs:
-                self._launch(job)
+                self.stats["claimed"] += 1
+                if len(self._busy) < concurrency:
+                    self._launch(job)
+                else:
+                    self._ready.append(self.leases.hold(job, self._lost_while_ready))
             if len(jobs) < free:
                 # At most a heartbeat interval: an idle runner still hears from its store.
                 timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
@@ -250,17 +279,46 @@ class JobRunner:
             failures.failed(exc, then=f"claiming again in {delay_ms} ms")
             await self._supervisor.wait(asyncio.sleep(delay_ms / 1000))
 
+    def _to_claim(self, concurrency: int, prefetch: int) -> int:
+        """Free slots plus free places among the ready jobs; a slot frees when its handler
+        returns and its settle goes on beside the next job, at most ``concurrency`` of those."""
+        settling = len(self._attempts) - len(self._busy)
+        return (
+            concurrency
+            + prefetch
+            - len(self._busy)
+            - len(self._ready)
+            - max(0, settling - concurrency)
+        )
+
+    def _fill_slots(self) -> None:
+        """Start ready jobs while there are free slots."""
+        ready, concurrency = self._ready, self.settings.concurrency
+        while ready and len(self._busy) < concurrency:
+            lease = ready.popleft()
+            self._launch(lease.job, lease)
+
+    def _lost_while_ready(self, reason: str) -> None:
+        """A ready job's lease was refused (reclaimed, or cancelled): drop it unrun."""
+        for lease in self._ready:
+            if lease.lost:
+                self._ready.remove(lease)
+                self.leases.release(lease)
+                self.stats["cancelled" if reason == "cancelled" else "lease_lost"] += 1
+                break
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
     async def _wait_for_slot(self) -> None:
         assert self._slot_freed is not None
         await self._slot_freed.wait()
         self._slot_freed.clear()
 
-    def _launch(self, job: ClaimedJob) -> None:
-        self.stats["claimed"] += 1
+    def _launch(self, job: ClaimedJob, lease: Lease | None = None) -> None:
         handler = self.registry.get(job.type)
         if handler is None:  # registered types only are claimed; this is a defect, not input
             raise JobsError(f"claimed job type {job.type!r} has no handler")
-        attempt = Attempt(job, handler, self._services)
+        attempt = Attempt(job, handler, self._services, lease)
         self._busy.add(attempt)
         attempt.task = self._track(attempt, attempt.run())
 
@@ -273,13 +331,16 @@ class JobRunner:
     def _free_slot(self, attempt: Attempt) -> None:
         if attempt in self._busy:
             self._busy.discard(attempt)
+            if self._ready:
+                self._fill_slots()
             if self._slot_freed is not None:
                 self._slot_freed.set()
 
     def _on_attempt_done(self, task: asyncio.Task[Outcome]) -> None:
         attempt = self._attempts.pop(task, None)
-        if attempt is not None:
+        if attempt is not None and attempt in self._busy:
             self._busy.discard(attempt)
+            self._fill_slots()
         if self._slot_freed is not None:
             self._slot_freed.set()
         if task.cancelled():

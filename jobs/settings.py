@@ -46,6 +46,10 @@ class JobsSettings:
     ``JobRunner.close()`` waits for in-flight jobs (None: until they finish); jobs still running
     then are left to their lease. ``timeout_grace_ms`` is how long a timed-out handler that
     ignores cancellation is given before the runner settles the job without it.
+    ``prefetch`` is how many leased jobs the runner keeps ready beside its ``concurrency``
+    running ones (None: half the concurrency), so a slot that frees starts its next job at once
+    instead of waiting for a claim; they are heartbeated like running jobs, and ``close()``
+    runs them like jobs in flight. 0 claims only for free slots.
     """
 
     concurrency: int = 10
@@ -59,6 +63,7 @@ class JobsSettings:
     drain_timeout_ms: int | None = None
     timeout_grace_ms: int = 1_000
     schedule_interval_ms: int = 60_000
+    prefetch: int | None = None
 
     def __post_init__(self) -> None:
         positive = {
@@ -76,9 +81,15 @@ class JobsSettings:
                 f"JobsSettings.heartbeat_ms must be between 0 and lease_ms ({self.lease_ms}), "
                 f"got {self.heartbeat_ms}"
             )
+        if self.prefetch is not None and self.prefetch < 0:
+            raise ValueError(f"JobsSettings.prefetch must not be negative, got {self.prefetch}")
         for name in ("retain_completed_ms", "retain_failed_ms", "timeout_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"JobsSettings.{name} must not be negative")
+
+    @property
+    def effective_prefetch(self) -> int:
+        return self.prefetch if self.prefetch is not None else self.concurrency // 2
 
     @property
     def effective_heartbeat_ms(self) -> int:

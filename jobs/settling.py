@@ -36,9 +36,13 @@ class Settler:
         driver = self.driver
         try:
             done = await driver.complete(job.id, job.lease_token)
-        except Exception:
-            return await self.call_store(lambda: driver.complete(job.id, job.lease_token))
+        except Exception as exc:
+            return await self.call_store(
+                lambda: driver.complete(job.id, job.lease_token), failed=exc
+            )
         self.contact.answered()
+        if self._failures.count:
+            self._failures.succeeded()
         return done
 
     async def retry(self, job: ClaimedJob, *, delay_ms: int, error: str) -> bool:
@@ -51,28 +55,36 @@ class Settler:
         driver = self.driver
         return await self.call_store(lambda: driver.fail(job.id, job.lease_token, error=error))
 
-    async def call_store(self, call: Callable[[], Awaitable[bool]]) -> bool:
-        """A settle call, retried with backoff through store outages while the lease lasts."""
-        deadline = time.monotonic() + self.lease_ms / 1000
+    async def call_store(
+        self, call: Callable[[], Awaitable[bool]], *, failed: Exception | None = None
+    ) -> bool:
+        """A settle call, retried with backoff through store outages while the lease lasts;
+        ``failed``: the error of a first try already made (the next one waits a backoff)."""
+        deadline: float | None = None
         failures = 0
         while True:
-            try:
-                settled = await call()
-            except Exception as exc:
-                self.contact.failed(exc)
-                failures += 1
-                delay_ms = STORE_BACKOFF(failures)
-                if time.monotonic() + delay_ms / 1000 > deadline:
-                    logger.error(
-                        "settling a job failed {} times, for as long as its lease: {}; it will "
-                        "run again after its lease",
-                        failures,
-                        describe_cause(exc),
-                    )
-                    return False
-                self._failures.failed(exc, retry_in_ms=delay_ms)
-                await asyncio.sleep(delay_ms / 1000)
-                continue
-            self.contact.answered()
-            self._failures.succeeded()
-            return settled
+            if failed is None:
+                try:
+                    settled = await call()
+                except Exception as exc:
+                    failed = exc
+                else:
+                    self.contact.answered()
+                    self._failures.succeeded()
+                    return settled
+            self.contact.failed(failed)
+            if deadline is None:  # the clock is read only once a call failed
+                deadline = time.monotonic() + self.lease_ms / 1000
+            failures += 1
+            delay_ms = STORE_BACKOFF(failures)
+            if time.monotonic() + delay_ms / 1000 > deadline:
+                logger.error(
+                    "settling a job failed {} times, for as long as its lease: {}; it will run "
+                    "again after its lease",
+                    failures,
+                    describe_cause(failed),
+                )
+                return False
+            self._failures.failed(failed, retry_in_ms=delay_ms)
+            failed = None
+            await asyncio.sleep(delay_ms / 1000)

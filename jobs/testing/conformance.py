@@ -19,6 +19,7 @@ from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
 
 from .conformance_batches import BatchConformance
+from .conformance_runner import RunnerConformance
 from .dashboard_cases import DashboardConformance
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .operations import OperationsConformance
@@ -35,7 +36,9 @@ __all__ = [
 ]
 
 
-class DriverConformance(BatchConformance, OperationsConformance, DashboardConformance):
+class DriverConformance(
+    BatchConformance, OperationsConformance, DashboardConformance, RunnerConformance
+):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
     # -- enqueue and inspect -------------------------------------------------------------------

@@ -291,3 +291,31 @@ async def test_a_cancelled_transaction_rolls_back(harness: OutboxHarness) -> Non
         await task
     await service.place(2)  # the lock (SQLite) and the connection were released
     assert [e.payload for e in await service.outbox.claim(10, 60_000)] == [{"id": 2}]
+
+
+async def test_entries_appended_first_or_alone_live_or_die_with_the_transaction(
+    harness: OutboxHarness,
+) -> None:
+    """The append runs on the session's driver connection once the transaction is open there;
+    as the transaction's first statement (or its only ones) it must open it all the same."""
+    service = await _service(harness)
+    tm = service.transaction_manager
+    outbox = service.outbox
+
+    async def only_entries_then_fail() -> None:
+        async with tm.transaction():
+            await outbox.append("order.placed", {"n": 1})
+            await outbox.append("order.placed", {"n": 2})
+            raise Boom("rolled back")
+
+    with pytest.raises(Boom):
+        await only_entries_then_fail()
+    assert await harness.count() == 0
+    async with tm.transaction() as session:
+        await outbox.append("order.placed", {"n": 3})
+        await session.execute(harness.orders.insert().values(id=3, note="after the entry"))
+        await outbox.append("order.placed", {"n": 4})
+    assert await harness.count() == 2
+    assert await harness.order_count() == 1
+    entries = await outbox.claim(10, 60_000)
+    assert sorted(entry.payload["n"] for entry in entries) == [3, 4]

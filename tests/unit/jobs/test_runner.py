@@ -201,7 +201,9 @@ async def test_jobs_of_unregistered_types_are_left_pending(make_app: AppFactory)
     assert await job_state(driver, later) == ("pending", 0)
 
 
-async def test_concurrency_is_limited_and_claims_are_sized_to_free_slots() -> None:
+async def test_concurrency_is_limited_and_claims_are_sized_to_free_slots_and_ready_places() -> (
+    None
+):
     driver = RecordingDriver(InProcessJobDriver())
     registry = JobHandlerRegistry()
     gate = asyncio.Event()
@@ -216,18 +218,23 @@ async def test_concurrency_is_limited_and_claims_are_sized_to_free_slots() -> No
         running -= 1
 
     registry.register("t", blocked)
-    runner = JobRunner(driver, registry, JobsSettings(concurrency=3))
+    runner = JobRunner(driver, registry, JobsSettings(concurrency=3, prefetch=2))
     driver.runner = runner
     queue = JobQueue(driver)
     ids = [await queue.enqueue("t") for _ in range(10)]
     runner.start()
-    await wait_until(lambda: runner.in_flight == 3, message="three in flight")
-    assert driver.claim_limits[0] == 3
+    await wait_until(
+        lambda: (runner.running_handlers, runner.ready, runner.in_flight) == (3, 2, 5),
+        message="three running, two ready",
+    )
+    assert driver.claim_limits[0] == 5
     gate.set()
     for job_id in ids:
         await wait_until(lambda j=job_id: _completed(driver, j))
     assert most == 3
-    assert driver.claim_limits == driver.free_slots
+    # Never more than the free slots and ready places (fewer while settles pile up).
+    sizes = zip(driver.claim_limits, driver.free_slots, strict=True)
+    assert all(0 < limit <= free for limit, free in sizes)
     await runner.close()
 
 
@@ -240,6 +247,7 @@ class RecordingDriver:
         self.claim_limits: list[int] = []
         self.free_slots: list[int] = []
         self.claim_failures = 0
+        self.complete_failures = 0
         self.heartbeat_delay = 0.0
         self.events: list[str] = []
 
@@ -252,8 +260,12 @@ class RecordingDriver:
             raise StoreUnavailableError("store is down (test)")
         self.claim_limits.append(limit)
         if self.runner is not None:
+            runner = self.runner
             self.free_slots.append(
-                self.runner.settings.concurrency - self.runner.running_handlers
+                runner.settings.concurrency
+                + runner.prefetch
+                - runner.running_handlers
+                - runner.ready
             )
         return await self.inner.claim(limit, lease_ms, types)
 
@@ -266,6 +278,9 @@ class RecordingDriver:
 
     async def complete(self, job_id: str, lease_token: str) -> bool:
         self.events.append("complete")
+        if self.complete_failures:
+            self.complete_failures -= 1
+            raise StoreUnavailableError("store is down (test)")
         return await self.inner.complete(job_id, lease_token)
 
 
@@ -289,6 +304,45 @@ async def test_a_failing_store_is_logged_and_the_loop_carries_on() -> None:
         "retrying in 200 ms",
     ]
     assert any(r["message"].startswith("claiming jobs works again after 2 failures") for r in logs)
+    await runner.close()
+
+
+async def test_the_claim_backoff_stays_within_the_poll_interval() -> None:
+    driver = RecordingDriver(InProcessJobDriver())
+    driver.claim_failures = 3
+    registry = JobHandlerRegistry()
+
+    async def works(payload: Any) -> None: ...
+
+    registry.register("t", works)
+    job_id = await JobQueue(driver).enqueue("t")
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=150))
+    with captured_logs() as logs:
+        runner.start()
+        await wait_until(lambda: _completed(driver, job_id), message="completed after outage")
+    delays = [r["message"].rsplit("retrying in ", 1)[-1] for r in logs if r["level"] == "ERROR"]
+    assert delays == ["100 ms", "150 ms", "150 ms"]
+    await runner.close()
+
+
+async def test_a_failed_complete_is_logged_and_retried_after_a_backoff() -> None:
+    driver = RecordingDriver(InProcessJobDriver())
+    driver.complete_failures = 1
+    registry = JobHandlerRegistry()
+
+    async def works(payload: Any) -> None: ...
+
+    registry.register("t", works)
+    job_id = await JobQueue(driver).enqueue("t")
+    runner = JobRunner(driver, registry)
+    with captured_logs() as logs:
+        runner.start()
+        await wait_until(lambda: _completed(driver, job_id), message="completed after a retry")
+    warnings = [r["message"] for r in logs if r["level"] == "WARNING"]
+    assert warnings == [
+        "settling jobs failed: StoreUnavailableError: store is down (test); retrying in 100 ms"
+    ]
+    assert driver.events.count("complete") == 2
     await runner.close()
 
 
