@@ -142,6 +142,9 @@ class RedisJobDriver(RedisOperations):
             ("", SIGNAL_CAP, SIGNAL_TTL_MS),
         )
         """The enqueue script's shared KEYS and ARGV (its clock argument "": Redis TIME)."""
+        self._finish_constants: dict[str, Shared] = {
+            state: self._finish_shared(state, "") for state in ("completed", "failed")
+        }
 
     def __repr__(self) -> str:
         return f"RedisJobDriver({self._topology.describe()}, namespace {self.namespace!r})"
@@ -336,13 +339,19 @@ class RedisJobDriver(RedisOperations):
         if job_type is None:
             return False
         keys = self._keys
-        shared: Shared = (
-            [keys.finished(state), keys.counts, keys.index_prefix, keys.state_prefix],
-            [self._now(), state, self._retention.of_state(state), EXPIRY_MARGIN_MS],
-        )
+        shared = self._finish_constants.get(state) if self._clock is None else None
+        if shared is None:
+            shared = self._finish_shared(state, self._now())
         job_keys = [keys.job(job_id), keys.leased(job_type)]
         job_args: list[ScriptArg] = [job_id, token, error or ""]
         return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
+
+    def _finish_shared(self, state: JobState, now: str) -> Shared:
+        keys = self._keys
+        return (
+            (keys.finished(state), keys.counts, keys.index_prefix, keys.state_prefix),
+            (now, state, self._retention.of_state(state), EXPIRY_MARGIN_MS),
+        )
 
     async def _block(self, signals: list[str], wait_ms: int) -> None:
         """BLPOP the signal lists for up to ``wait_ms``, through the client.

@@ -22,16 +22,18 @@ check_type_once(source, 'zset')
 check_type_once(counts, 'hash')
 check_type_once(cancelled, 'zset')
 check_state_indexes(sp, job.type, job.state, 'cancelled')
-local index, index_held = nil, false
+local index = nil
 if job.key then
   index = ns .. 'key:' .. job.key
-  index_held = index_names(index, id)
+  if not index_names(index, id) then
+    index = nil
+  end
 end
 
-finish({
-  key = key, id = id, job = job, state = 'cancelled', now = now, retain = tonumber(ARGV[3]),
-  margin = tonumber(ARGV[4]), source = source, from = job.state, finished = cancelled,
-  counts = counts, index = index, index_held = index_held, sp = sp,
-})
+local call = {
+  now = now, now_text = int(now), retain = tonumber(ARGV[3]), margin = tonumber(ARGV[4]),
+  finished = cancelled, counts = counts, sp = sp,
+}
+finish(call, key, id, job, 'cancelled', job.state, source, index, nil, nil)
 write_later(0, 0)
 return 1

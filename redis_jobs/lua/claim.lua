@@ -16,7 +16,8 @@
 -- with the lease-expired error instead (and does not count towards the limit). Records are
 -- reached through KEYS[1] .. id and key indexes through KEYS[2] .. key: the same hash tag,
 -- so the same Cluster slot. A set member whose record is gone (deleted by hand, evicted) is
--- dropped and no longer counted.
+-- dropped from it and from the state indexes, and no longer counted. The lease expiry is the
+-- leased zset's score (the record does not repeat it).
 --
 -- Returns a JSON array (one bulk string parses much faster than a nested reply) with one
 -- array per claimed job: id, type, payload, attempt, max_attempts, token, timeout_ms, key,
@@ -25,31 +26,38 @@
 local now = now_ms(ARGV[1])
 local lease_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local prefix, index_prefix, counts, failed, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local FIELDS = {'payload', 'timeout_ms', 'key', 'trace_context', 'created_at'}
 
 check_type_once(counts, 'hash')
 check_type_once(failed, 'zset')
 
-local candidates = {}
+-- Each due set read is that set's type check. A candidate is {id, due, source}.
+local sources, candidates = {}, {}
 for i = 1, #ARGV - 7 do
   local job_type, ready, leased = ARGV[7 + i], KEYS[4 + 2 * i], KEYS[5 + 2 * i]
-  for _, source in ipairs({{ready, 'pending'}, {leased, 'active'}}) do
-    check_type_once(source[1], 'zset')
-    local due = redis.call('ZRANGE', source[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
+  for _, from in ipairs({ready, leased}) do
+    local due = read('zset', 'ZRANGE', from, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
       'WITHSCORES')
-    for j = 1, #due, 2 do
-      candidates[#candidates + 1] = {
-        id = due[j], due = tonumber(due[j + 1]), state = source[2], type = job_type,
-        ready = ready, leased = leased, from = source[1],
+    if #due > 0 then
+      local source = {
+        key = from, state = from == ready and 'pending' or 'active', type = job_type,
+        ready = ready, leased = leased,
       }
+      sources[#sources + 1] = source
+      for j = 1, #due, 2 do
+        candidates[#candidates + 1] = {due[j], tonumber(due[j + 1]), source}
+      end
     end
   end
 end
-table.sort(candidates, function(a, b)
-  if a.due ~= b.due then
-    return a.due < b.due
-  end
-  return a.id < b.id
-end)
+if #sources > 1 then
+  table.sort(candidates, function(a, b)
+    if a[2] ~= b[2] then
+      return a[2] < b[2]
+    end
+    return a[1] < b[1]
+  end)
+end
 
 -- Checks: read every record to be touched before the first write.
 local take, expire, orphans = {}, {}, {}
@@ -57,26 +65,32 @@ for _, c in ipairs(candidates) do
   if #take >= limit then
     break
   end
-  c.key = prefix .. c.id
-  c.job = load_job(c.key, {'payload', 'timeout_ms', 'key', 'trace_context', 'keep_until',
-    'created_at', 'errors'})
-  if c.job == nil then
+  local id, source = c[1], c[3]
+  local key = prefix .. id
+  local job = load_job(key, FIELDS)
+  c[4], c[5] = key, job
+  if job == nil then
+    check_state_indexes(sp, source.type, source.state)
     orphans[#orphans + 1] = c
-  elseif not c.job.payload then
-    refuse('job record ' .. c.key .. ' has no payload field')
-  elseif c.job.type ~= c.type or c.job.state ~= c.state then
-    refuse('job record ' .. c.key .. ' is ' .. c.job.state .. ' but listed in ' .. c.from)
-  elseif c.state == 'active' and c.job.attempts >= c.job.max_attempts then
-    check_state_indexes(sp, c.type, 'active', 'failed')
-    c.errors = with_error(c.job.errors, c.job.attempts, now, ARGV[7])
-    if c.job.key then
-      c.index = index_prefix .. c.job.key
-      c.index_held = index_names(c.index, c.id)
+  elseif not job.payload then
+    refuse('job record ' .. key .. ' has no payload field')
+  elseif job.type ~= source.type or job.state ~= source.state then
+    refuse('job record ' .. key .. ' is ' .. job.state .. ' but listed in ' .. source.key)
+  elseif source.state == 'active' and job.attempts >= job.max_attempts then
+    local more = redis.call('HMGET', key, 'keep_until', 'errors')
+    job.keep_until = more[1] and number_field(key, 'keep_until', more[1])
+    check_state_indexes(sp, source.type, 'active', 'failed')
+    c[6] = with_error(more[2], job.attempts, now, ARGV[7])
+    if job.key then
+      local index = index_prefix .. job.key
+      if index_names(index, id) then
+        c[7] = index
+      end
     end
     expire[#expire + 1] = c
   else
-    if c.state == 'pending' then
-      check_state_indexes(sp, c.type, 'pending', 'active')
+    if source.state == 'pending' then
+      check_state_indexes(sp, source.type, 'pending', 'active')
     end
     take[#take + 1] = c
   end
@@ -84,34 +98,37 @@ end
 
 -- Writes.
 for _, c in ipairs(orphans) do
-  later_zrem(c.from, c.id)
-  later_count(counts, c.state, -1)
+  local source = c[3]
+  later_zrem(source.key, c[1])
+  later_count(counts, source.state, -1)
+  later_move(sp, c[1], source.type, 0, source.state, nil)
 end
-for _, c in ipairs(expire) do
-  finish({
-    key = c.key, id = c.id, job = c.job, state = 'failed', error = ARGV[7], now = now,
-    retain = tonumber(ARGV[5]), margin = tonumber(ARGV[6]), source = c.leased, from = 'active',
-    finished = failed, counts = counts, index = c.index, index_held = c.index_held,
-    errors = c.errors, sp = sp,
-  })
+if #expire > 0 then
+  local call = {
+    now = now, now_text = int(now), retain = tonumber(ARGV[5]), margin = tonumber(ARGV[6]),
+    finished = failed, counts = counts, sp = sp,
+  }
+  for _, c in ipairs(expire) do
+    finish(call, c[4], c[1], c[5], 'failed', 'active', c[3].leased, c[7], ARGV[7], c[6])
+  end
 end
 local reply = {}
 local lease_until = int(now + lease_ms)
+local token_middle = ':' .. ARGV[4] .. '.'
 for n, c in ipairs(take) do
-  local attempt = c.job.attempts + 1
-  local token = int(attempt) .. ':' .. ARGV[4] .. '.' .. n .. ':' .. c.type
-  redis.call('HSET', c.key, 'state', 'active', 'attempts', int(attempt), 'token', token,
-    'lease_until', lease_until)
-  if c.state == 'pending' then
-    later_zrem(c.ready, c.id)
+  local id, source, key, job = c[1], c[3], c[4], c[5]
+  local attempt = job.attempts + 1
+  local token = attempt .. token_middle .. n .. ':' .. source.type
+  redis.call('HSET', key, 'state', 'active', 'attempts', attempt, 'token', token)
+  if source.state == 'pending' then
+    later_zrem(source.ready, id)
     later_count(counts, 'pending', -1)
     later_count(counts, 'active', 1)
-    later_move(sp, c.id, c.type, created_of(c.job), 'pending', 'active')
+    later_move(sp, id, source.type, created_of(job), 'pending', 'active')
   end
-  later_zadd(c.leased, lease_until, c.id)
-  local job = c.job
-  reply[n] = {c.id, c.type, job.payload, attempt, job.max_attempts, token,
-    job.timeout_ms, job.key, job.trace_context, c.state == 'active', job.run_at}
+  later_zadd(source.leased, lease_until, id)
+  reply[n] = {id, source.type, job.payload, attempt, job.max_attempts, token,
+    job.timeout_ms, job.key, job.trace_context, source.state == 'active', job.run_at}
 end
 write_later(0, 0)
 if #reply == 0 then

@@ -4,8 +4,10 @@
 --
 -- Every script checks first and writes last. Redis does not roll back a script that fails
 -- part-way, so each one reads and validates every key it will touch (type, record fields)
--- before its first write; refuse() raises a "JOBSCRIPT ..." error, which the driver raises as
--- RedisScriptError, and nothing has been written by then. Scripts that take a batch of jobs
+-- before its first write (a type check is the cheapest read of the type, or a read the script
+-- needs anyway: a ZRANGE, SISMEMBER, LLEN or GET that Redis refuses on a key of another
+-- type); refuse() raises a "JOBSCRIPT ..." error, which the driver raises as RedisScriptError,
+-- and nothing has been written by then. Scripts that take a batch of jobs
 -- (for_each_job) check and write one job at a time: a job whose check refuses gets the
 -- refusal as its result, nothing of it is written, and the other jobs go on.
 --
@@ -43,11 +45,12 @@ local function for_each_job(shared_keys, keys_per_job, shared_args, args_per_job
   local count = (#ARGV - shared_args) / args_per_job
   for job = 0, count - 1 do
     local keys, args = {}, {}
+    local key_base, arg_base = shared_keys + job * keys_per_job, shared_args + job * args_per_job
     for k = 1, keys_per_job do
-      keys[k] = KEYS[shared_keys + job * keys_per_job + k]
+      keys[k] = KEYS[key_base + k]
     end
     for a = 1, args_per_job do
-      args[a] = ARGV[shared_args + job * args_per_job + a]
+      args[a] = ARGV[arg_base + a]
     end
     local ok, result, plan = pcall(check, keys, args)
     if not ok then
@@ -75,64 +78,122 @@ local function int(number)
   return string.format('%d', number)
 end
 
--- True when the key exists with the wanted type, false when it does not exist; refuses otherwise.
-local function check_type(key, wanted)
+-- Type checks read the key with the cheapest command of its type (a size, an integer reply):
+-- on a key of another type Redis refuses the read, and nothing has been written. A missing
+-- key reads as empty. Cheaper than TYPE, whose status reply becomes a table.
+local SIZE_OF = {zset = 'ZCARD', hash = 'HLEN', list = 'LLEN', set = 'SCARD', string = 'STRLEN'}
+
+local function wrong_type(key, wanted)
   local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then
-    return false
+  refuse('key ' .. key .. ' holds a ' .. kind .. ', expected a ' .. wanted)
+end
+
+-- The size of the key (0 when it does not exist); refuses unless it has the wanted type.
+local function check_type(key, wanted)
+  local size = redis.pcall(SIZE_OF[wanted], key)
+  if type(size) == 'table' then
+    wrong_type(key, wanted)
   end
-  if kind ~= wanted then
-    refuse('key ' .. key .. ' holds a ' .. kind .. ', expected a ' .. wanted)
+  return size
+end
+
+-- check_type for keys whose existence does not matter (sets, lists, zsets): each key is
+-- checked once per script run. Scripts only ever write a key with the type checked here.
+local checked = {}
+local function check_type_once(key, wanted)
+  if checked[key] ~= wanted then
+    check_type(key, wanted)
+    checked[key] = wanted
   end
-  return true
+end
+
+-- The value of a string key (false when absent); refuses unless it is a string. One GET.
+local function get_string(key)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' then
+    wrong_type(key, 'string')
+  end
+  return value
+end
+
+-- A read of a key of the wanted type (ZRANGE, SISMEMBER, ...): its reply; refuses on a key
+-- of another type, so the read is the key's type check too.
+local function read(wanted, command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply['err'] then
+    wrong_type(key, wanted)
+  end
+  return reply
+end
+
+-- The HMGET field names for a list of optional fields: CORE first, built once per list.
+local field_names = {}
+local function names_of(optional)
+  local names = field_names[optional]
+  if not names then
+    names = {unpack(CORE)}
+    for _, name in ipairs(optional) do
+      names[#names + 1] = name
+    end
+    field_names[optional] = names
+  end
+  return names
+end
+
+local function number_field(key, name, value)
+  local number = tonumber(value)
+  if number == nil then
+    refuse('job record ' .. key .. ' has a non-numeric ' .. name .. ' field')
+  end
+  return number
 end
 
 -- The record at key as a table (nil when absent): the CORE fields, which must be present and
 -- valid, plus the optional fields asked for (false when missing). Numeric fields are numbers.
 -- One HMGET does the type check too: on a key of another type it fails, and is refused.
 local function load_job(key, optional)
-  local names = {unpack(CORE)}
-  for _, name in ipairs(optional) do
-    names[#names + 1] = name
-  end
+  local names = names_of(optional)
   local values = redis.pcall('HMGET', key, unpack(names))
   if values['err'] then
     refuse('key ' .. key .. ' is not a job record: ' .. values['err'])
   end
-  local job, found = {}, false
-  for index, name in ipairs(names) do
-    local value = values[index]
-    if value and NUMERIC[name] then
-      value = tonumber(value)
-      if value == nil then
-        refuse('job record ' .. key .. ' has a non-numeric ' .. name .. ' field')
+  local job_type, state, attempts, max_attempts, run_at = unpack(values, 1, 5)
+  if not (job_type and state and attempts and max_attempts and run_at) then
+    local found = false
+    for index = 1, #names do
+      found = found or values[index] ~= false
+    end
+    if not found and redis.call('EXISTS', key) == 0 then
+      return nil
+    end
+    for index, name in ipairs(CORE) do
+      if not values[index] then
+        refuse('job record ' .. key .. ' has no ' .. name .. ' field')
       end
     end
-    job[name] = value
-    found = found or value ~= false
   end
-  if not found and redis.call('EXISTS', key) == 0 then
-    return nil
-  end
-  for _, name in ipairs(CORE) do
-    if not job[name] then
-      refuse('job record ' .. key .. ' has no ' .. name .. ' field')
-    end
-  end
-  if not STATES[job.state] then
+  if not STATES[state] then
     refuse('job record ' .. key .. ' has an unknown state')
+  end
+  local job = {
+    type = job_type, state = state, attempts = number_field(key, 'attempts', attempts),
+    max_attempts = number_field(key, 'max_attempts', max_attempts),
+    run_at = number_field(key, 'run_at', run_at),
+  }
+  for index = 6, #names do
+    local name, value = names[index], values[index]
+    if value and NUMERIC[name] then
+      value = number_field(key, name, value)
+    end
+    job[name] = value
   end
   return job
 end
 
 -- The job at `key` if `token` holds its lease (it is active under that token), else nil.
--- Loads the token and whatever `optional` fields the caller needs.
+-- Loads the token and whatever `optional` fields the caller needs (a list with 'token' first).
 local function held_job(key, token, optional)
-  local fields = {'token'}
-  for _, name in ipairs(optional or {}) do
-    fields[#fields + 1] = name
-  end
-  local job = load_job(key, fields)
+  local job = load_job(key, optional)
   if job == nil or job.state ~= 'active' or job.token ~= token then
     return nil
   end
@@ -175,34 +236,27 @@ end
 
 -- Whether the idempotency-key index at index_key still names job id (read before writing).
 local function index_names(index_key, id)
-  if not check_type(index_key, 'string') then
-    return false
-  end
-  return redis.call('GET', index_key) == id
-end
-
--- check_type for keys whose existence does not matter (sets, lists, the counts hash): each key
--- is checked once per script run. Scripts only ever write a key with the type checked here.
-local checked = {}
-local function check_type_once(key, wanted)
-  if checked[key] ~= wanted then
-    check_type(key, wanted)
-    checked[key] = wanted
-  end
+  return get_string(index_key) == id
 end
 
 -- Writes to sorted sets, the counts hash, signal lists and TTLs of finished sets, gathered
 -- while a script runs and made in one go at its end: fewer calls. No check reads these keys,
 -- so deferring them changes no outcome, and every one was type-checked before it was queued.
-local later = {order = {}, buckets = {}}
+-- One bucket per (kind, key), made in the order first used.
+local later_order = {}
+local later_of = {}
 
 local function bucket(kind, key)
-  local id = kind .. '\0' .. key
-  local found = later.buckets[id]
+  local of = later_of[kind]
+  if not of then
+    of = {}
+    later_of[kind] = of
+  end
+  local found = of[key]
   if not found then
     found = {}
-    later.buckets[id] = found
-    later.order[#later.order + 1] = {kind, key, found}
+    of[key] = found
+    later_order[#later_order + 1] = {kind, key, found}
   end
   return found
 end
@@ -223,38 +277,70 @@ local function later_count(key, field, by)
   values[field] = (values[field] or 0) + by
 end
 
--- A wake-up signal for idle runners of a type (see write_later).
+-- Signal list lengths, read by check_signal (the read is the list's type check).
+local signal_length = {}
+
+local function check_signal(key)
+  if signal_length[key] == nil then
+    signal_length[key] = check_type(key, 'list')
+  end
+end
+
+-- A wake-up signal for idle runners of a type (see write_later); check_signal(key) first.
 local function later_signal(key)
   local values = bucket('signal', key)
   values[#values + 1] = '1'
 end
 
--- The key is kept at least ttl ms more (a finished set must outlive its longest member).
 local function later_sadd(key, member)
   local values = bucket('sadd', key)
   values[#values + 1] = member
 end
 
--- The state indexes (sp = '{ns}:state:') of a job type in each state given: checked once.
-local function check_state_indexes(sp, job_type, ...)
-  for _, state in ipairs({...}) do
-    check_type_once(sp .. state, 'zset')
-    check_type_once(sp .. state .. ':' .. job_type, 'zset')
+-- The state index names (sp = '{ns}:state:'): of a state, and of a state and job type.
+local index_names_of = {}
+local function state_index(sp, state, job_type)
+  local of_state = index_names_of[state]
+  if not of_state then
+    of_state = {[''] = sp .. state}
+    index_names_of[state] = of_state
+  end
+  local typed = of_state[job_type]
+  if not typed then
+    typed = sp .. state .. ':' .. job_type
+    of_state[job_type] = typed
+  end
+  return of_state[''], typed
+end
+
+-- The state indexes of a job type in each state given: checked once.
+local function check_state_indexes(sp, job_type, first, second)
+  local all, typed = state_index(sp, first, job_type)
+  check_type_once(all, 'zset')
+  check_type_once(typed, 'zset')
+  if second then
+    all, typed = state_index(sp, second, job_type)
+    check_type_once(all, 'zset')
+    check_type_once(typed, 'zset')
   end
 end
 
 -- Moves a job between the state indexes (from or to may be nil: added, removed).
 local function later_move(sp, id, job_type, created, from, to)
   if from then
-    later_zrem(sp .. from, id)
-    later_zrem(sp .. from .. ':' .. job_type, id)
+    local all, typed = state_index(sp, from, job_type)
+    later_zrem(all, id)
+    later_zrem(typed, id)
   end
   if to then
-    later_zadd(sp .. to, int(created), id)
-    later_zadd(sp .. to .. ':' .. job_type, int(created), id)
+    local all, typed = state_index(sp, to, job_type)
+    local score = int(created)
+    later_zadd(all, score, id)
+    later_zadd(typed, score, id)
   end
 end
 
+-- The key is kept at least ttl ms more (a finished set must outlive its longest member).
 local function later_keep(key, ttl)
   local values = bucket('keep', key)
   values[1] = math.max(values[1] or 0, ttl)
@@ -263,8 +349,10 @@ end
 -- Makes the gathered writes. Signals: one list element per job, so one blocked BLPOP per job
 -- wakes; the list holds at most cap and expires signal_ttl ms after it was created, so signals
 -- nobody waited for do not pile up (a waiter checks for due work before it blocks anyway).
+-- A kept key's expiry only ever moves later: PEXPIRE GT, and when that declines, PTTL tells a
+-- key with no expiry (which GT treats as never expiring) from one that expires later already.
 local function write_later(cap, signal_ttl)
-  for _, entry in ipairs(later.order) do
+  for _, entry in ipairs(later_order) do
     local kind, key, values = entry[1], entry[2], entry[3]
     if kind == 'zadd' then
       redis.call('ZADD', key, unpack(values))
@@ -279,7 +367,7 @@ local function write_later(cap, signal_ttl)
         end
       end
     elseif kind == 'signal' then
-      local length = redis.call('LLEN', key)
+      local length = signal_length[key]
       local pushes = math.min(#values, cap - length)
       if pushes > 0 then
         redis.call('LPUSH', key, unpack(values, 1, pushes))
@@ -288,38 +376,41 @@ local function write_later(cap, signal_ttl)
         end
       end
     elseif kind == 'keep' then
-      if redis.call('PTTL', key) < values[1] then
+      if redis.call('PEXPIRE', key, values[1], 'GT') == 0 and redis.call('PTTL', key) == -1 then
         redis.call('PEXPIRE', key, values[1])
       end
     end
   end
 end
 
--- Moves a pending or active job (f.from) to 'completed', 'failed' or 'cancelled'. All checks
--- are the caller's: the record is in f.from (held, when active), f.source is the ready or leased
--- zset it is listed in, index_held says whether its key index still names it, and f.errors is
--- the new errors field when f.error is set. The record and key index expire (real time) a margin
--- after retention ends; until then, scripts judge by expires_at on the script clock.
-local function finish(f)
-  local expires_at = math.max(f.now + f.retain, f.job.keep_until or 0)
-  local ttl = expires_at - f.now + f.margin
-  if f.error then
-    redis.call('HSET', f.key, 'state', f.state, 'expires_at', int(expires_at),
-      'finished_at', int(f.now), 'last_error', f.error, 'errors', f.errors)
+-- Moves a pending or active job (from) to 'completed', 'failed' or 'cancelled'. All checks are
+-- the caller's: the record is in `from` (held, when active), `source` is the ready or leased
+-- zset it is listed in, `index` is its key index when that still names it, and `errors` is the
+-- new errors field when `error` is set. `c` holds what is the same for every job of the call:
+-- now, retain, margin (ms), the finished zset, counts hash and state index prefix (sp). The
+-- record and key index expire (real time) a margin after retention ends; until then, scripts
+-- judge by expires_at on the script clock.
+local function finish(c, key, id, job, state, from, source, index, error, errors)
+  local now = c.now
+  local expires_at = math.max(now + c.retain, job.keep_until or 0)
+  local ttl = expires_at - now + c.margin
+  local expires = int(expires_at)
+  if error then
+    redis.call('HSET', key, 'state', state, 'expires_at', expires, 'finished_at', c.now_text,
+      'last_error', error, 'errors', errors)
   else
-    redis.call('HSET', f.key, 'state', f.state, 'expires_at', int(expires_at),
-      'finished_at', int(f.now))
+    redis.call('HSET', key, 'state', state, 'expires_at', expires, 'finished_at', c.now_text)
   end
-  if f.from == 'active' then
-    redis.call('HDEL', f.key, 'token', 'lease_until')
+  if from == 'active' then
+    redis.call('HDEL', key, 'token', 'lease_until')
   end
-  redis.call('PEXPIRE', f.key, ttl)
-  if f.index_held then
-    redis.call('PEXPIRE', f.index, ttl)
+  redis.call('PEXPIRE', key, ttl)
+  if index then
+    redis.call('PEXPIRE', index, ttl)
   end
-  later_zrem(f.source, f.id)
-  later_zadd(f.finished, int(expires_at), f.id)
-  later_keep(f.finished, ttl)
-  later_count(f.counts, f.from, -1)
-  later_move(f.sp, f.id, f.job.type, created_of(f.job), f.from, f.state)
+  later_zrem(source, id)
+  later_zadd(c.finished, expires, id)
+  later_keep(c.finished, ttl)
+  later_count(c.counts, from, -1)
+  later_move(c.sp, id, job.type, created_of(job), from, state)
 end

@@ -17,101 +17,106 @@
 -- by a different live job. A key holder or id holder whose retention has ended is deleted.
 
 local now = now_ms(ARGV[1])
+local now_text = int(now)
 local counts, prefix, completed, failed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local cancelled, sp, types = KEYS[5], KEYS[6], KEYS[7]
 local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local EXISTING = {'payload', 'expires_at', 'created_at'}
+local HOLDER = {'expires_at', 'created_at'}
+local known_types = {}
 
 check_type_once(counts, 'hash')
-check_type_once(types, 'set')
 
 local function check(keys, args)
   local record, ready, signal_key, index = keys[1], keys[2], keys[3], keys[4]
-  local id, flags = args[1], args[9]
+  local id, job_type, flags = args[1], args[2], args[9]
   local has_key = string.find(flags, 'k', 1, true) ~= nil
+  if known_types[job_type] == nil then
+    known_types[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
+  end
   check_type_once(ready, 'zset')
-  check_type_once(signal_key, 'list')
-  check_state_indexes(sp, args[2], 'pending')
-  local stale = {}
-  local existing = redis.call('EXISTS', record) == 1
-    and load_job(record, {'payload', 'expires_at', 'created_at'})
+  check_signal(signal_key)
+  check_state_indexes(sp, job_type, 'pending')
+  local stale = nil
+  local existing = check_type(record, 'hash') > 0 and load_job(record, EXISTING)
   if existing then
     if is_alive(existing, record, now) then
-      if existing.type == args[2] and existing.payload == args[3] then
+      if existing.type == job_type and existing.payload == args[3] then
         return 1
       end
       return -1
     end
-    stale[#stale + 1] = {id = id, job = existing}
+    stale = {{id = id, job = existing}}
   end
-  if has_key and check_type(index, 'string') then
-    local holder = redis.call('GET', index)
-    if holder ~= id then
+  if has_key then
+    local holder = get_string(index)
+    if holder and holder ~= id then
       local holder_key = prefix .. holder
-      local held = load_job(holder_key, {'expires_at', 'created_at'})
+      local held = load_job(holder_key, HOLDER)
       if held then
         if is_alive(held, holder_key, now) then
           return 0
         end
+        stale = stale or {}
         stale[#stale + 1] = {id = holder, job = held}
       end
     end
   end
-  for _, entry in ipairs(stale) do
+  if stale then
     check_type_once(completed, 'zset')
     check_type_once(failed, 'zset')
     check_type_once(cancelled, 'zset')
-    check_state_indexes(sp, entry.job.type, entry.job.state)
+    for _, entry in ipairs(stale) do
+      check_state_indexes(sp, entry.job.type, entry.job.state)
+    end
   end
   local run_at = now + tonumber(args[5])
   if args[6] ~= '' then
     run_at = tonumber(args[6])
   end
-  return nil, {
-    keys = keys, args = args, stale = stale, run_at = int(run_at), has_key = has_key,
-    has_trace = string.find(flags, 't', 1, true) ~= nil,
-  }
+  return nil, {keys, args, stale, int(run_at), has_key}
 end
 
 local function apply(plan)
-  local record, ready, signal_key, index = unpack(plan.keys)
-  local args = plan.args
-  for _, entry in ipairs(plan.stale) do
-    redis.call('DEL', prefix .. entry.id)
-    later_zrem(completed, entry.id)
-    later_zrem(failed, entry.id)
-    later_zrem(cancelled, entry.id)
-    later_move(sp, entry.id, entry.job.type, 0, entry.job.state, nil)
+  local keys, args, stale, run_at, has_key = plan[1], plan[2], plan[3], plan[4], plan[5]
+  local id, job_type = args[1], args[2]
+  if stale then
+    for _, entry in ipairs(stale) do
+      redis.call('DEL', prefix .. entry.id)
+      later_zrem(completed, entry.id)
+      later_zrem(failed, entry.id)
+      later_zrem(cancelled, entry.id)
+      later_move(sp, entry.id, entry.job.type, 0, entry.job.state, nil)
+    end
   end
-  redis.call('HSET', record, 'type', args[2], 'payload', args[3], 'state', 'pending',
-    'attempts', '0', 'max_attempts', args[4], 'run_at', plan.run_at, 'created_at', int(now))
-  local optional = {}
+  local fields = {'type', job_type, 'payload', args[3], 'state', 'pending', 'attempts', '0',
+    'max_attempts', args[4], 'run_at', run_at, 'created_at', now_text}
   if args[7] ~= '' then
-    optional[#optional + 1] = 'timeout_ms'
-    optional[#optional + 1] = args[7]
+    fields[#fields + 1] = 'timeout_ms'
+    fields[#fields + 1] = args[7]
   end
   if args[8] ~= '' then
-    optional[#optional + 1] = 'keep_until'
-    optional[#optional + 1] = args[8]
+    fields[#fields + 1] = 'keep_until'
+    fields[#fields + 1] = args[8]
   end
-  if plan.has_key then
-    optional[#optional + 1] = 'key'
-    optional[#optional + 1] = args[10]
+  if has_key then
+    fields[#fields + 1] = 'key'
+    fields[#fields + 1] = args[10]
+    redis.call('SET', keys[4], id)
   end
-  if plan.has_trace then
-    optional[#optional + 1] = 'trace_context'
-    optional[#optional + 1] = args[11]
+  if string.find(args[9], 't', 1, true) then
+    fields[#fields + 1] = 'trace_context'
+    fields[#fields + 1] = args[11]
   end
-  if #optional > 0 then
-    redis.call('HSET', record, unpack(optional))
+  redis.call('HSET', keys[1], unpack(fields))
+  later_zadd(keys[2], run_at, id)
+  later_move(sp, id, job_type, now, nil, 'pending')
+  if not known_types[job_type] then
+    later_sadd(types, job_type)
+    known_types[job_type] = true
   end
-  if plan.has_key then
-    redis.call('SET', index, args[1])
-  end
-  later_zadd(ready, plan.run_at, args[1])
-  later_move(sp, args[1], args[2], now, nil, 'pending')
-  later_sadd(types, args[2])
   later_count(counts, 'pending', 1)
-  later_signal(signal_key)
+  later_signal(keys[3])
   return 1
 end
 

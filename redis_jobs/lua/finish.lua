@@ -17,39 +17,47 @@ local PRUNE_BATCH = 64
 
 local now = now_ms(ARGV[1])
 local finished, counts, index_prefix, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local state, retain, margin = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local state = ARGV[2]
+local failing = state == 'failed'
+local FIELDS = {'token', 'key', 'keep_until', 'created_at'}
+if failing then
+  FIELDS[#FIELDS + 1] = 'errors'
+end
+local call = {
+  now = now, now_text = int(now), retain = tonumber(ARGV[3]), margin = tonumber(ARGV[4]),
+  finished = finished, counts = counts, sp = sp,
+}
 
 check_type_once(finished, 'zset')
 check_type_once(counts, 'hash')
 
 local function check(keys, args)
   check_type_once(keys[2], 'zset')
-  local job = held_job(keys[1], args[2], {'key', 'keep_until', 'created_at', 'errors'})
+  local job = held_job(keys[1], args[2], FIELDS)
   if job == nil then
     return 0
   end
   check_state_indexes(sp, job.type, 'active', state)
   local errors = nil
-  if state == 'failed' then
+  if failing then
     errors = with_error(job.errors, job.attempts, now, args[3])
   end
-  local index, index_held = nil, false
+  local index = nil
   if job.key then
     index = index_prefix .. job.key
-    index_held = index_names(index, args[1])
+    if not index_names(index, args[1]) then
+      index = nil
+    end
   end
-  return nil, {
-    key = keys[1], id = args[1], job = job, state = state, now = now, retain = retain,
-    margin = margin, source = keys[2], from = 'active', finished = finished, counts = counts,
-    index = index, index_held = index_held, error = state == 'failed' and args[3] or nil,
-    errors = errors, sp = sp,
-  }
+  return nil, {keys, args, job, index, errors}
 end
 
 local finished_any = false
 
 local function apply(plan)
-  finish(plan)
+  local keys, args, job, index, errors = plan[1], plan[2], plan[3], plan[4], plan[5]
+  finish(call, keys[1], args[1], job, state, 'active', keys[2], index,
+    failing and args[3] or nil, errors)
   finished_any = true
   return 1
 end

@@ -5,22 +5,22 @@
 -- then 3 per job:  id, lease token, lease ms
 --
 -- Returns per job: 1 extended, 0 the token does not hold the job. A beat for a missing job
--- writes nothing: the record's existence is checked before any HSET, so none is created.
+-- writes nothing: the record's existence is checked before any write. The lease expiry lives
+-- in the leased zset's score only (the record does not repeat it).
 
 local now = now_ms(ARGV[1])
+local FIELDS = {'token'}
 
 local function check(keys, args)
   check_type_once(keys[2], 'zset')
-  if held_job(keys[1], args[2]) == nil then
+  if held_job(keys[1], args[2], FIELDS) == nil then
     return 0
   end
-  return nil, {keys = keys, args = args}
+  return nil, {keys[2], int(now + tonumber(args[3])), args[1]}
 end
 
 local function apply(plan)
-  local lease_until = int(now + tonumber(plan.args[3]))
-  redis.call('HSET', plan.keys[1], 'lease_until', lease_until)
-  later_zadd(plan.keys[2], lease_until, plan.args[1])
+  later_zadd(plan[1], plan[2], plan[3])
   return 1
 end
 

@@ -29,7 +29,7 @@ local function check(keys, args)
     signal = ns .. 'signal:' .. job.type, finished = ns .. job.state,
   }
   check_type_once(plan.ready, 'zset')
-  check_type_once(plan.signal, 'list')
+  check_signal(plan.signal)
   check_type_once(plan.finished, 'zset')
   check_state_indexes(sp, job.type, job.state, 'pending')
   if job.key then

@@ -13,13 +13,15 @@ local now = now_ms(ARGV[1])
 local counts, sp = KEYS[1], KEYS[2]
 local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
+local FIELDS = {'token', 'created_at', 'errors'}
+
 check_type_once(counts, 'hash')
 
 local function check(keys, args)
   check_type_once(keys[2], 'zset')
   check_type_once(keys[3], 'zset')
-  check_type_once(keys[4], 'list')
-  local job = held_job(keys[1], args[2], {'created_at', 'errors'})
+  check_signal(keys[4])
+  local job = held_job(keys[1], args[2], FIELDS)
   if job == nil then
     return 0
   end
