@@ -231,12 +231,18 @@ def _worker_here(
     return start, finish
 
 
+_RESULT_LINE_LIMIT = 64 * 1024 * 1024
+"""The worker process answers with one JSON line of every handler's start time: at PostgreSQL
+rates that is megabytes, past asyncio's default 64 KiB line limit."""
+
+
 async def _worker_process(
     url: str, prefix: str, jobs_on: str, namespace: str, started_at: dict[int, float]
 ) -> tuple[_Phase, Callable[[int], Awaitable[None]]]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "benchmarks.outbox_worker", url, prefix, jobs_on, namespace,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        limit=_RESULT_LINE_LIMIT,
     )
     assert process.stdin is not None
     assert process.stdout is not None
