@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from jobs import JobDriver, JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
+from jobs import JobDriver
 from orm_sqlalchemy import (
     SQLAlchemyJobStore,
     SQLAlchemyOutboxStore,
@@ -45,6 +45,7 @@ from orm_sqlalchemy import (
 
 from .drivers import POSTGRES_URL, redis
 from .outbox import database
+from .outbox_worker import relay_and_runner
 
 PRODUCERS = 10
 
@@ -88,12 +89,7 @@ async def outbox_under_load(
         stack.push_async_callback(engine.dispose)
         tm = SQLAlchemyTransactionManager(engine)
         metadata = MetaData()
-        orders = Table(
-            f"{prefix}orders",
-            metadata,
-            Column("id", Integer, primary_key=True),
-            Column("note", String(40), nullable=False),
-        )
+        orders = _orders_table(prefix, metadata)
         outbox = SQLAlchemyOutboxStore(transaction_manager=tm, table_prefix=prefix)
         stack.push_async_callback(outbox.close)
         await outbox.create_schema()
@@ -155,12 +151,7 @@ async def sqlalchemy_rate(kind: str, duration_s: float) -> Rate:
     async with database(kind) as (url, prefix):
         engine = create_engine(url)
         metadata = MetaData()
-        orders = Table(
-            f"{prefix}orders",
-            metadata,
-            Column("id", Integer, primary_key=True),
-            Column("note", String(40), nullable=False),
-        )
+        orders = _orders_table(prefix, metadata)
         entries = Table(
             f"{prefix}entries",
             metadata,
@@ -204,16 +195,20 @@ async def sqlalchemy_rate(kind: str, duration_s: float) -> Rate:
 _Phase = Callable[[], Awaitable[None]]
 
 
+def _orders_table(prefix: str, metadata: MetaData) -> Table:
+    """The business row each producer transaction inserts beside its outbox entry."""
+    return Table(
+        f"{prefix}orders",
+        metadata,
+        Column("id", Integer, primary_key=True),
+        Column("note", String(40), nullable=False),
+    )
+
+
 def _worker_here(
     jobs: JobDriver, outbox: SQLAlchemyOutboxStore, started_at: dict[int, float]
 ) -> tuple[_Phase, Callable[[int], Awaitable[None]]]:
-    async def handler(payload: Any) -> None:
-        started_at[payload["n"]] = time.perf_counter()
-
-    registry = JobHandlerRegistry()
-    registry.register("order.placed", handler)
-    runner = JobRunner(jobs, registry, concurrency=10)
-    relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
+    runner, relay = relay_and_runner(jobs, outbox, started_at)
 
     async def start() -> None:
         runner.start()

@@ -31,6 +31,21 @@ from orm_sqlalchemy import (
 from .drivers import REDIS_URL
 
 
+def relay_and_runner(
+    jobs: JobDriver, outbox: SQLAlchemyOutboxStore, started_at: dict[int, float]
+) -> tuple[JobRunner, OutboxRelay]:
+    """The row's runner (concurrency 10, a handler noting when entry n started) and relay
+    (batch 100), not started: the same pair in the producers' process or in this one."""
+
+    async def handler(payload: Any) -> None:
+        started_at[payload["n"]] = time.perf_counter()
+
+    registry = JobHandlerRegistry()
+    registry.register("order.placed", handler)
+    runner = JobRunner(jobs, registry, concurrency=10)
+    return runner, OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
+
+
 async def work(url: str, prefix: str, jobs_on: str, namespace: str) -> None:
     async with AsyncExitStack() as stack:
         engine = create_engine(url)
@@ -48,14 +63,7 @@ async def work(url: str, prefix: str, jobs_on: str, namespace: str) -> None:
             jobs = SQLAlchemyJobStore(engine=engine, table_prefix=prefix)
         stack.push_async_callback(jobs.close)
         started_at: dict[int, float] = {}
-
-        async def handler(payload: Any) -> None:
-            started_at[payload["n"]] = time.perf_counter()
-
-        registry = JobHandlerRegistry()
-        registry.register("order.placed", handler)
-        runner = JobRunner(jobs, registry, concurrency=10)
-        relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
+        runner, relay = relay_and_runner(jobs, outbox, started_at)
         runner.start()
         relay.start()
         try:
