@@ -21,6 +21,10 @@ from .failures import FailureStreak
 from .health import StoreContact
 
 
+def _ignore(reason: str) -> None:
+    pass
+
+
 class Lease:
     """The lease of one claimed job, beaten by a ``LeaseKeeper``."""
 
@@ -59,8 +63,13 @@ class LeaseKeeper:
         return lease
 
     def release(self, lease: Lease) -> None:
-        """Stop beating ``lease`` (idempotent)."""
+        """Stop beating ``lease`` (idempotent).
+
+        Its ``on_lost`` is dropped: it is usually a method of the lease's holder, which holds
+        the lease, and the cycle would leave every attempt to the garbage collector (measured
+        on the in-process no-op drain: about 3 us a job)."""
         lease.settling = True
+        lease.on_lost = _ignore
         self._leases.discard(lease)
 
     async def settling(self, lease: Lease) -> None:
