@@ -239,8 +239,9 @@ class Attempt:
         self._settling = True
         leases, lease = self.services.leases, self.lease
         try:
-            if lease is not None:
-                await leases.settling(lease)
+            beat = leases.settling(lease) if lease is not None else None
+            if beat is not None:
+                await beat
             outcome = await self._settle(error)
         finally:
             if lease is not None:

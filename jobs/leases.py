@@ -5,14 +5,14 @@ beaten for that long (one sweep for all, instead of a timer per job), so beats a
 between half and one ``heartbeat_ms``, well inside the lease. A beat the store refuses means
 the job was reclaimed or cancelled (one look at the job tells which): the lease's ``on_lost``
 callback runs with the reason, "lease lost" or "cancelled". Before settling, the holder calls
-``settling()``, which stops further beats and waits for one in flight, so a late beat never
-lands after the job was settled.
+``settling()``, which stops further beats and gives the beat in flight to wait for, so a late
+beat never lands after the job was settled.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from loguru import logger
 
@@ -72,12 +72,14 @@ class LeaseKeeper:
         lease.on_lost = _ignore
         self._leases.discard(lease)
 
-    async def settling(self, lease: Lease) -> None:
-        """No more beats for ``lease``; wait for the one in flight, if any."""
+    def settling(self, lease: Lease) -> Awaitable[None] | None:
+        """No more beats for ``lease``; what to await for the one in flight, None if there is
+        none (the common case: no coroutine is made for it)."""
         lease.settling = True
         beat = lease._beat_task
         if beat is not None and not beat.done():
-            await asyncio.shield(beat)
+            return asyncio.shield(beat)
+        return None
 
     @property
     def sweep_interval_s(self) -> float:
