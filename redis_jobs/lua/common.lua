@@ -1,4 +1,5 @@
--- common.lua: helpers that redis_jobs.scripts puts in front of every script of this package.
+-- common.lua: the helpers of every function of this package's library (redis_jobs.library puts
+-- it first, then each script body as the callback of one function, which calls begin first).
 -- Like the scripts, this text is fixed: no script source is ever built from input; names, ids,
 -- types and payloads reach the scripts only through KEYS and ARGV.
 --
@@ -23,6 +24,9 @@ local STATES = {pending = true, active = true, completed = true, failed = true, 
 local MAX_ERRORS = 20
 
 local REFUSAL = 'JOBSCRIPT '
+
+-- The running call's keys and arguments (set by begin): the script bodies read KEYS and ARGV.
+local KEYS, ARGV = {}, {}
 
 local function refuse(why)
   error({err = REFUSAL .. why})
@@ -413,4 +417,12 @@ local function finish(c, key, id, job, state, from, source, index, error, errors
   later_keep(c.finished, ttl)
   later_count(c.counts, from, -1)
   later_move(c.sp, id, job.type, created_of(job), from, state)
+end
+
+-- The start of every call: its KEYS and ARGV, and a fresh per-call state for the helpers above
+-- (the library lives on between calls; no check or write may leak from one call to the next).
+local function begin(keys, args)
+  KEYS, ARGV = keys, args
+  checked, field_names, later_order, later_of = {}, {}, {}, {}
+  signal_length, index_names_of = {}, {}
 end
