@@ -236,6 +236,28 @@ class RedisJobDriver(RedisOperations):
     async def complete(self, job_id: str, lease_token: str) -> bool:
         return await self._finish(job_id, lease_token, "completed", None)
 
+    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        """The batch in one round trip (``ScriptRunner.batch``); a token that names no type
+        is stale without a call."""
+        self._check_open()
+        results = [False] * len(jobs)
+        keys = self._keys
+        positions: list[int] = []
+        parts: list[tuple[list[str], list[ScriptArg]]] = []
+        for position, (job_id, token) in enumerate(jobs):
+            job_type = _token_type(token)
+            if job_type is not None:
+                positions.append(position)
+                parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, ""]))
+        if parts:
+            shared = self._finish_constants.get("completed") if self._clock is None else None
+            if shared is None:
+                shared = self._finish_shared("completed", self._now())
+            statuses = await self._scripts.batch("finish", shared, parts)
+            for position, status in zip(positions, statuses, strict=True):
+                results[position] = bool(status)
+        return results
+
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
         return await self._finish(job_id, lease_token, "failed", error)
 
