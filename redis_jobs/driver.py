@@ -131,7 +131,6 @@ class RedisJobDriver(RedisOperations):
         keys = self._keys
         self._enqueue_constants: Shared = (
             (
-                keys.counts,
                 keys.job_prefix,
                 keys.completed,
                 keys.failed,
@@ -213,7 +212,7 @@ class RedisJobDriver(RedisOperations):
         if limit <= 0 or not wanted:
             return []
         keys = self._keys
-        names = [keys.job_prefix, keys.index_prefix, keys.counts, keys.failed, keys.state_prefix]
+        names = [keys.job_prefix, keys.index_prefix, keys.failed, keys.state_prefix]
         for job_type in wanted:
             names += [keys.ready(job_type), keys.leased(job_type)]
         args: list[ScriptArg] = [self._now(), lease_ms, min(limit, MAX_CLAIM)]
@@ -269,7 +268,7 @@ class RedisJobDriver(RedisOperations):
             return False
         keys = self._keys
         shared: Shared = (
-            [keys.counts, keys.state_prefix],
+            [keys.state_prefix],
             [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
         )
         job_keys = [
@@ -293,7 +292,7 @@ class RedisJobDriver(RedisOperations):
     async def counts(self) -> JobStateCounts:
         self._check_open()
         keys = self._keys
-        names = [keys.counts, keys.completed, keys.failed, keys.cancelled]
+        names = [keys.state_prefix, keys.completed, keys.failed, keys.cancelled]
         reply = await self._scripts.call("counts", names, [self._now()])
         counts = dict.fromkeys(JOB_STATES, 0)
         counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
@@ -371,7 +370,7 @@ class RedisJobDriver(RedisOperations):
     def _finish_shared(self, state: JobState, now: str) -> Shared:
         keys = self._keys
         return (
-            (keys.finished(state), keys.counts, keys.index_prefix, keys.state_prefix),
+            (keys.finished(state), keys.index_prefix, keys.state_prefix, keys.types),
             (now, state, self._retention.of_state(state), EXPIRY_MARGIN_MS),
         )
 

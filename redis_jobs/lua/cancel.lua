@@ -6,7 +6,8 @@
 -- ARGV[2]  id    ARGV[3]  retention ms (as failed)    ARGV[4]  expiry margin ms
 --
 -- Returns 1 cancelled, 0 (nothing written) finished or unknown. The holder of a revoked lease
--- finds its token gone: its heartbeat and settle are refused.
+-- finds its token gone: its heartbeat and settle are refused. Cancelled jobs whose retention
+-- has ended are pruned after it (prune_ended).
 
 local now = now_ms(ARGV[1])
 local ns, key, id = KEYS[1], KEYS[2], ARGV[2]
@@ -17,9 +18,8 @@ if job == nil or (job.state ~= 'pending' and job.state ~= 'active') then
   return 0
 end
 local source = ns .. (job.state == 'pending' and 'ready:' or 'leased:') .. job.type
-local counts, cancelled = ns .. 'counts', ns .. 'cancelled'
+local cancelled = ns .. 'cancelled'
 check_type_once(source, 'zset')
-check_type_once(counts, 'hash')
 check_type_once(cancelled, 'zset')
 check_state_indexes(sp, job.type, job.state, 'cancelled')
 local index = nil
@@ -32,8 +32,9 @@ end
 
 local call = {
   now = now, now_text = int(now), retain = tonumber(ARGV[3]), margin = tonumber(ARGV[4]),
-  finished = cancelled, counts = counts, sp = sp,
+  finished = cancelled, sp = sp,
 }
 finish(call, key, id, job, 'cancelled', job.state, source, index, nil, nil)
 write_later(0, 0)
+prune_ended(cancelled, 'cancelled', sp, ns .. 'types', now)
 return 1
