@@ -9,7 +9,7 @@ the job belongs to its new holder, or an operator cancelled it (``ctx.signal.rea
 which). A reclaimed job whose attempt is past its handler's ``max_attempts`` (its worker died
 on the last one) fails with the lease-expired error without running: the handler's options
 govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type
-and attempt (``telemetry.job_logs``: what loguru's ``contextualize`` sets). The store calls
+and attempt (``telemetry.JobLogs``: what loguru's ``contextualize`` sets). The store calls
 themselves go through ``settling.Settler``. An attempt knows the services it is given
 (``AttemptServices``), never the runner.
 """
@@ -42,11 +42,11 @@ from .payload import decode_payload
 from .retry import Backoff
 from .settling import Settler
 from .telemetry import (
+    JobLogs,
     activate,
     deactivate,
     describe_error,
     end_span,
-    job_logs,
     log_failure,
     log_retry,
     start_job_span,
@@ -163,7 +163,7 @@ class Attempt:
         try:
             handler = self.handler
             args = self._arguments()
-            with job_logs(self.job):
+            with JobLogs(self.job):
                 if handler.is_async:
                     await handler.function(*args)
                 else:
