@@ -39,6 +39,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from jobs.errors import StoreSchemaError
 from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
@@ -131,7 +132,7 @@ def job_schema(
         Column("due_at", BigInteger, nullable=True),
         Column("lease_token", String(64), nullable=True),
         Column("timeout_ms", BigInteger, nullable=True),
-        Column("key", String(MAX_KEY_LENGTH), nullable=True, unique=True),
+        Column("key", String(MAX_KEY_LENGTH), nullable=True),
         Column("trace_context", Text, nullable=True),
         Column("keep_until", BigInteger, nullable=True),
         Column("last_error", Text, nullable=True),
@@ -143,6 +144,12 @@ def job_schema(
     )
     claimable = jobs.c.due_at.is_not(None)
     finished = jobs.c.expires_at.is_not(None)
+    keyed = jobs.c.key.is_not(None)
+    # Partial: a job without a key (most) adds no entry to it, on insert or (PostgreSQL, where
+    # every claim and settle writes a new row version) on any later write.
+    Index(
+        f"ux_{name}_key", jobs.c.key, unique=True, postgresql_where=keyed, sqlite_where=keyed
+    )
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
     Index(f"ix_{name}_created", jobs.c.created_at, jobs.c.id)  # list_jobs, newest first
@@ -195,8 +202,9 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
 
     A table of an older version (without a column this one uses) is refused before anything
     is created: adding a column is the user's migration. Given its columns, a missing table
-    or index is created, so a job table made before the worker registry and the listing
-    indexes is brought up to date (an index is built while writes to the table wait).
+    or index is created, so a job table made before the worker registry, the listing
+    indexes or the partial key index is brought up to date (an index is built while writes to
+    the table wait; on PostgreSQL the full UNIQUE (key) constraint it replaces is dropped).
 
     Race-safe across processes: on PostgreSQL under a transaction-scoped advisory lock keyed
     by the table name, in READ COMMITTED so that a table made by whoever held the lock before
@@ -205,24 +213,27 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     postgres = engine.dialect.name == "postgresql"
     tables = (schema.jobs, schema.workers)
 
-    def check(connection: Connection, *, missing_ok: bool) -> None:
+    def work(connection: Connection) -> None:
         inspector = inspect(connection)
+        found: dict[Table, list[str] | None] = {}
         for table in tables:
-            found = None
+            found[table] = None
             if inspector.has_table(table.name, schema=table.schema):
                 columns = inspector.get_columns(table.name, table.schema)
-                found = [column["name"] for column in columns]
-            if found is not None or not missing_ok:
-                check_columns(table, found)
-
-    def work(connection: Connection) -> None:
-        if create:
-            check(connection, missing_ok=True)
-            for table in tables:
-                table.create(connection, checkfirst=True)
-                for index in table.indexes:
-                    index.create(connection, checkfirst=True)
-        check(connection, missing_ok=False)
+                found[table] = [column["name"] for column in columns]
+            if found[table] is not None or not create:
+                check_columns(table, found[table])
+        if not create:
+            return
+        # Statements, not inspection: a store starting on an up-to-date table spends one
+        # IF NOT EXISTS per index, where asking for each index cost a query per column.
+        for table in tables:
+            if found[table] is None:
+                connection.execute(CreateTable(table))
+            for index in table.indexes:
+                connection.execute(CreateIndex(index, if_not_exists=found[table] is not None))
+        if postgres and found[schema.jobs] is not None:
+            _drop_full_key_constraint(connection, schema.jobs)
 
     async with engine.connect() as connection:
         if postgres:
@@ -230,6 +241,26 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
         async with connection.begin():
             await lock_for_creation(connection, "jobs", schema.qualified_name)
             await connection.run_sync(work)
+
+
+def _drop_full_key_constraint(connection: Connection, jobs: Table) -> None:
+    """Drop the UNIQUE (key) constraint of a job table made before the partial key index.
+
+    The partial index enforces the same rule (keys are unique; NULLs never collide), and the
+    enqueues' ``ON CONFLICT (key) WHERE key IS NOT NULL`` infers either; but the constraint
+    would still take an entry for every row version. Called once the partial index exists.
+    On SQLite an inline UNIQUE constraint cannot be dropped without rebuilding the table, so
+    an old SQLite table keeps it (correct, a little slower to write).
+    """
+    for constraint in inspect(connection).get_unique_constraints(jobs.name, jobs.schema):
+        if constraint["column_names"] == ["key"] and constraint["name"]:
+            preparer = connection.dialect.identifier_preparer
+            connection.execute(
+                text(
+                    f"ALTER TABLE {preparer.format_table(jobs)} "
+                    f"DROP CONSTRAINT {preparer.quote(constraint['name'])}"
+                )
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@
 
 -- name: enqueue
 -- A key held by a row past its retention is taken over in place; a live one drops the job.
+-- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
     trace_context, keep_until, created_at
@@ -15,7 +16,7 @@ VALUES (
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     :timeout_ms, :key, :trace_context, :keep_until, {now}
 )
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
@@ -42,7 +43,7 @@ FROM unnest(
     CAST(:keep_untils AS bigint[])
 ) AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms, key, trace_context,
     keep_until)
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,

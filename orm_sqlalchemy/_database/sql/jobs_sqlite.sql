@@ -7,6 +7,7 @@
 
 -- name: enqueue
 -- A key held by a row past its retention is taken over in place; a live one drops the job.
+-- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
     trace_context, keep_until, created_at
@@ -16,7 +17,7 @@ VALUES (
     COALESCE(:run_at, :now + :delay_ms), COALESCE(:run_at, :now + :delay_ms),
     :timeout_ms, :key, :trace_context, :keep_until, :now
 )
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
@@ -38,7 +39,7 @@ SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
     COALESCE(value ->> 4, :now + (value ->> 5)), COALESCE(value ->> 4, :now + (value ->> 5)),
     value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now
 FROM json_each(:jobs) WHERE true
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,

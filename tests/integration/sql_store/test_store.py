@@ -103,6 +103,38 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     assert await store.list_workers() == []
 
 
+async def test_a_job_table_with_a_full_unique_key_is_upgraded_to_the_partial_key_index(
+    harness: StoreHarness,
+) -> None:
+    """Tables made before the partial key index had UNIQUE (key) over every row: they dedupe
+    as before, unmigrated, and create_schema brings them the partial index (and on PostgreSQL
+    drops the full constraint, which took an entry per row version)."""
+    old = harness.store()
+    await old.create_schema()
+    await old.close()
+    await harness.sql(f'DROP INDEX "ux_{harness.table}_key"')
+    full = f'"{harness.table}_key_key"'
+    if harness.postgres:
+        await harness.sql(f"ALTER TABLE {{table}} ADD CONSTRAINT {full} UNIQUE (key)")
+    else:  # an inline UNIQUE constraint is a full unique index on SQLite
+        await harness.sql(f"CREATE UNIQUE INDEX {full} ON {{table}} (key)")
+    unmigrated = harness.store(create_tables=False)
+    first = await unmigrated.enqueue(new_request(key="k"))
+    assert first is not None
+    assert await unmigrated.enqueue(new_request(key="k")) is None
+
+    store = harness.store()
+    await store.create_schema()
+    _, indexes = await listed_names(harness)
+    assert f"ux_{harness.table}_key" in indexes
+    if harness.postgres:
+        assert f"{harness.table}_key_key" not in indexes
+    assert await store.enqueue(new_request(key="k")) is None
+    assert await store.enqueue(new_request()) is not None
+    assert (await store.find_job("k")) is not None
+    assert [job.id for job in await store.claim(5, LEASE_MS, ["t"])][:1] == [first]
+
+
 async def listed_names(harness: StoreHarness) -> tuple[set[str], set[str]]:
     """The harness's tables in the database, and the indexes of its job table."""
     if harness.postgres:
@@ -166,6 +198,7 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
     assert schema.jobs.name == harness.table
     assert harness.table in app_metadata.tables
     assert {index.name for index in schema.jobs.indexes} == {
+        f"ux_{harness.table}_key",
         f"ix_{harness.table}_due",
         f"ix_{harness.table}_expires",
         f"ix_{harness.table}_created",
