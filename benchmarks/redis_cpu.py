@@ -52,7 +52,17 @@ SERVER_OPTIONS = ("--appendonly", "no")
 
 BARE_PAYLOAD = '{"order_id": 12345, "email": "customer@example.com", "items": [1, 2, 3]}'
 CLIENT_COMMANDS = frozenset(
-    {"evalsha", "eval", "info", "script|load", "script|exists", "blpop", "config|get", "hello"}
+    {
+        "evalsha",
+        "eval",
+        "fcall",
+        "fcall_ro",
+        "function|load",
+        "info",
+        "script|load",
+        "script|exists",
+    }
+    | {"blpop", "config|get", "hello"}
 )
 """Commands the clients send themselves: the others counted were called from the scripts."""
 
@@ -116,7 +126,7 @@ def cost(before: Snapshot, after: Snapshot, jobs: int) -> Cost:
         was_calls, was_usec = before.commands.get(name, (0, 0))
         return calls - was_calls, usec - was_usec
 
-    scripts = [delta(name) for name in ("evalsha", "eval")]
+    scripts = [delta(name) for name in ("evalsha", "eval", "fcall", "fcall_ro")]
     inner = sum(
         delta(name)[0]
         for name in after.commands

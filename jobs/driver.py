@@ -139,6 +139,14 @@ class JobDriver(Protocol):
         """Mark the job completed; False (and no write) if the token is stale."""
         ...
 
+    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        """Complete a batch of ``(job_id, lease_token)`` in one statement or script; one result
+        per job, in order, each as ``complete`` would answer it (a stale token: False, and no
+        write for that job alone). A batch never holds a job twice; an empty one makes no call.
+        The runner coalesces its completes into this call (``settling.Settler``).
+        """
+        ...
+
     async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
         """Put the job back to pending at now + ``delay_ms`` keeping ``error``; False if stale."""
         ...

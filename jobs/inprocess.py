@@ -154,6 +154,12 @@ class InProcessJobDriver:
         return True
 
     async def complete(self, job_id: str, lease_token: str) -> bool:
+        return self._complete(job_id, lease_token)
+
+    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        return [self._complete(job_id, lease_token) for job_id, lease_token in jobs]
+
+    def _complete(self, job_id: str, lease_token: str) -> bool:
         record = self._held(job_id, lease_token)
         if record is None:
             return False

@@ -2,7 +2,9 @@
 
 A settle that fails is retried with backoff while the lease lasts; past that, it gives up and
 the job runs again after its lease (at least once). Every settle of a runner goes through one
-``Settler``, the one place that talks to the driver about outcomes.
+``Settler``, the one place that talks to the driver about outcomes. Completes are coalesced
+here, for every driver: one sent while none is in flight goes at once (``complete``), and
+those that come in meanwhile go together next, in one ``complete_many`` (``coalescing``).
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from operator import itemgetter
 
 from loguru import logger
 
+from .coalescing import Coalescer
 from .driver import ClaimedJob, JobDriver
 from .failures import FailureStreak, describe_cause
 from .health import StoreContact
@@ -31,11 +35,14 @@ class Settler:
         self.lease_ms = lease_ms
         self.contact = contact or StoreContact()
         self._failures = FailureStreak("settling jobs", level="WARNING")
+        self._completes: Coalescer[tuple[str, str], bool] = Coalescer(
+            self._complete_group, name="job completes", key=itemgetter(0)
+        )
 
     async def complete(self, job: ClaimedJob) -> bool:
         driver = self.driver
         try:
-            done = await driver.complete(job.id, job.lease_token)
+            done = await self._completes.submit((job.id, job.lease_token))
         except Exception as exc:
             return await self.call_store(
                 lambda: driver.complete(job.id, job.lease_token), failed=exc
@@ -44,6 +51,11 @@ class Settler:
         if self._failures.count:
             self._failures.succeeded()
         return done
+
+    async def _complete_group(self, group: list[tuple[str, str]]) -> list[bool]:
+        if len(group) == 1:
+            return [await self.driver.complete(*group[0])]
+        return await self.driver.complete_many(group)
 
     async def retry(self, job: ClaimedJob, *, delay_ms: int, error: str) -> bool:
         driver = self.driver

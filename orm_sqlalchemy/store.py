@@ -10,9 +10,9 @@ Transitions. Enqueue (with key dedupe), claim (with reclaim or terminal failure 
 leases), heartbeat, complete, retry and fail are one statement each, so one round trip and one
 transaction: see ``_database/sql/`` for the statements and ``_database.connections`` for how they
 are run.
-Under load, calls that arrive together share a commit: SQLite runs them in one transaction,
-PostgreSQL completes them in one statement (``_database.batching``); each caller still gets its own
-outcome, once durable.
+Under load, calls that arrive together share a commit: SQLite runs them in one transaction
+(``_database.connections``), and ``complete_many`` (the runner's coalesced completes) is one
+statement on PostgreSQL; each caller still gets its own outcome, once durable.
 
 Engine. ``SQLAlchemyJobStore(url=...)`` makes an engine with ``orm_sqlalchemy.engine`` and
 disposes it on close; ``engine=`` borrows one, which stays open (a SQLite engine is given the
@@ -54,7 +54,6 @@ from jobs.driver import (
 from jobs.errors import DriverError
 from jobs.settings import Retention
 
-from ._database.batching import Coalescer
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
 from ._database.listener import listen_engine
@@ -144,12 +143,6 @@ class SQLAlchemyJobStore(SQLOperations):
         self._prune_interval_s = None if prune_interval_ms is None else prune_interval_ms / 1000
         self._next_prune = 0.0
         self._waiters = Waiters()
-        # On PostgreSQL concurrent completes share one statement (SQLite groups commits).
-        self._completions: Coalescer[tuple[str, str], bool] | None = (
-            Coalescer(self._complete_group, name=f"{self._name} completions", key=_job_id)
-            if self._postgres
-            else None
-        )
         self._unsubscribe = clock.subscribe(self._wake) if isinstance(clock, ManualClock) else None
         self._closed = False
 
@@ -239,10 +232,25 @@ class SQLAlchemyJobStore(SQLOperations):
         return bool(rows)
 
     async def complete(self, job_id: str, lease_token: str) -> bool:
-        if self._completions is None:
-            return await self._finish(job_id, lease_token, "completed", None)
-        self._check_open()
-        return await self._completions.submit((job_id, lease_token))
+        return await self._finish(job_id, lease_token, "completed", None)
+
+    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        """One statement on PostgreSQL; on SQLite the finishes share one commit (the
+        connection groups statements that arrive together)."""
+        if not jobs:
+            self._check_open()
+            return []
+        if not self._postgres:
+            finishes = (self._finish(job_id, token, "completed", None) for job_id, token in jobs)
+            return list(await asyncio.gather(*finishes))
+        rows = await self._fetch(
+            "complete_many",
+            ids=[job_id for job_id, _ in jobs],
+            lease_tokens=[token for _, token in jobs],
+            retain_ms=self._retention.completed_ms,
+        )
+        completed = {row["id"] for row in rows}
+        return [job_id in completed for job_id, _ in jobs]
 
     async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
         rows = await self._fetch(
@@ -315,8 +323,6 @@ class SQLAlchemyJobStore(SQLOperations):
         if self._unsubscribe is not None:
             self._unsubscribe()
         self._waiters.wake()
-        if self._completions is not None:
-            await self._completions.close()
         if self._wakeups is not None:
             await self._wakeups.close()
         await self._backend.close()
@@ -388,18 +394,6 @@ class SQLAlchemyJobStore(SQLOperations):
         )
         return bool(rows)
 
-    async def _complete_group(self, group: list[tuple[str, str]]) -> list[bool]:
-        if len(group) == 1:
-            return [await self._finish(*group[0], "completed", None)]
-        rows = await self._fetch(
-            "complete_many",
-            ids=[job_id for job_id, _ in group],
-            lease_tokens=[token for _, token in group],
-            retain_ms=self._retention.completed_ms,
-        )
-        completed = {row["id"] for row in rows}
-        return [job_id in completed for job_id, _ in group]
-
     async def _prepare_schema(self) -> None:
         async with self._schema_lock:
             if not self._schema_ready:
@@ -433,8 +427,4 @@ class SQLAlchemyJobStore(SQLOperations):
                 self._next_prune = now  # more to delete: again on the next call
         except DriverError as exc:
             logger.warning("{} could not prune expired jobs: {}", self._name, exc)
-
-
-def _job_id(item: tuple[str, str]) -> str:
-    return item[0]
 

@@ -131,7 +131,6 @@ class RedisJobDriver(RedisOperations):
         keys = self._keys
         self._enqueue_constants: Shared = (
             (
-                keys.counts,
                 keys.job_prefix,
                 keys.completed,
                 keys.failed,
@@ -213,7 +212,7 @@ class RedisJobDriver(RedisOperations):
         if limit <= 0 or not wanted:
             return []
         keys = self._keys
-        names = [keys.job_prefix, keys.index_prefix, keys.counts, keys.failed, keys.state_prefix]
+        names = [keys.job_prefix, keys.index_prefix, keys.failed, keys.state_prefix]
         for job_type in wanted:
             names += [keys.ready(job_type), keys.leased(job_type)]
         args: list[ScriptArg] = [self._now(), lease_ms, min(limit, MAX_CLAIM)]
@@ -237,6 +236,28 @@ class RedisJobDriver(RedisOperations):
     async def complete(self, job_id: str, lease_token: str) -> bool:
         return await self._finish(job_id, lease_token, "completed", None)
 
+    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        """The batch in one round trip (``ScriptRunner.batch``); a token that names no type
+        is stale without a call."""
+        self._check_open()
+        results = [False] * len(jobs)
+        keys = self._keys
+        positions: list[int] = []
+        parts: list[tuple[list[str], list[ScriptArg]]] = []
+        for position, (job_id, token) in enumerate(jobs):
+            job_type = _token_type(token)
+            if job_type is not None:
+                positions.append(position)
+                parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, ""]))
+        if parts:
+            shared = self._finish_constants.get("completed") if self._clock is None else None
+            if shared is None:
+                shared = self._finish_shared("completed", self._now())
+            statuses = await self._scripts.batch("finish", shared, parts)
+            for position, status in zip(positions, statuses, strict=True):
+                results[position] = bool(status)
+        return results
+
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
         return await self._finish(job_id, lease_token, "failed", error)
 
@@ -247,7 +268,7 @@ class RedisJobDriver(RedisOperations):
             return False
         keys = self._keys
         shared: Shared = (
-            [keys.counts, keys.state_prefix],
+            [keys.state_prefix],
             [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
         )
         job_keys = [
@@ -271,7 +292,7 @@ class RedisJobDriver(RedisOperations):
     async def counts(self) -> JobStateCounts:
         self._check_open()
         keys = self._keys
-        names = [keys.counts, keys.completed, keys.failed, keys.cancelled]
+        names = [keys.state_prefix, keys.completed, keys.failed, keys.cancelled]
         reply = await self._scripts.call("counts", names, [self._now()])
         counts = dict.fromkeys(JOB_STATES, 0)
         counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
@@ -349,7 +370,7 @@ class RedisJobDriver(RedisOperations):
     def _finish_shared(self, state: JobState, now: str) -> Shared:
         keys = self._keys
         return (
-            (keys.finished(state), keys.counts, keys.index_prefix, keys.state_prefix),
+            (keys.finished(state), keys.index_prefix, keys.state_prefix),
             (now, state, self._retention.of_state(state), EXPIRY_MARGIN_MS),
         )
 

@@ -10,7 +10,6 @@
     {ns}:completed       zset    completed jobs, score = end of retention (epoch ms)
     {ns}:failed          zset    failed jobs, likewise
     {ns}:cancelled       zset    cancelled jobs, likewise
-    {ns}:counts          hash    how many jobs are pending and active
     {ns}:state:<state>   zset    jobs in a state, score = created_at (list_jobs pages these)
     {ns}:state:<state>:<type>    zset    jobs of a type in a state, likewise
     {ns}:types           set     the job types ever enqueued (stats walks them)
@@ -57,7 +56,6 @@ class Keys:
     __slots__ = (
         "cancelled",
         "completed",
-        "counts",
         "failed",
         "index_prefix",
         "job_prefix",
@@ -74,7 +72,6 @@ class Keys:
         self.prefix = "{" + namespace + "}:"
         self.job_prefix = self.prefix + "job:"
         self.index_prefix = self.prefix + "key:"
-        self.counts = self.prefix + "counts"
         self.completed = self.prefix + "completed"
         self.failed = self.prefix + "failed"
         self.cancelled = self.prefix + "cancelled"

@@ -224,4 +224,3 @@ def _worker(record: dict[str, Any]) -> WorkerInfo:
         started_at=to_datetime(int(record["started_at"])),
         last_seen=to_datetime(int(record["last_seen"])),
     )
-

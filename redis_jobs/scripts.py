@@ -1,19 +1,19 @@
-"""The Lua scripts: loaded once from package resources, run one at a time or batched per tick.
+"""The package's functions (``library``), called one at a time or batched per event-loop tick.
 
-Each transition is one call of one script in ``redis_jobs/lua/``; ``common.lua`` holds the
-helpers every script starts with. The sources are read once, at import, into ``SOURCES``: a
-fixed set, never built from input. Each is a redis-py ``Script`` (``register_script``) and runs
-by EVALSHA through the client's public API, so a ``RedisCluster`` routes it by its keys (all in
-the namespace's slot) and follows MOVED/ASK, and a Sentinel client reaches the current primary.
+Each transition is one ``FCALL`` of one function of the package's Redis Functions library
+(``redis_jobs/lua/``, built by ``library``), through the client's public API, so a
+``RedisCluster`` sends it to the namespace's slot and follows MOVED/ASK, and a Sentinel client
+reaches the current primary. On a Cluster each FCALL names its node (the slot's master) itself:
+redis-py would otherwise ask a node ``COMMAND GETKEYS`` for every FCALL to find its slot.
 
-Calls go out as ``EVALSHA`` commands of a ``pipeline(transaction=False)`` (one alone: a plain
-command) rather than through ``Script.__call__``: in a pipeline redis-py asks ``SCRIPT EXISTS``
-before every execute, a second round trip per call. A NOSCRIPT reply (Redis restarted, failed
-over to a replica that never loaded the script, or ran SCRIPT FLUSH) loads the script and runs
-the refused call again, which is safe: a command refused with NOSCRIPT did not run.
+Loading: a call refused with "Function not found" (a server that never had the library, one
+restarted without persistence, a node added to a Cluster or given the slot by a resharding, a
+replica promoted before the library reached it, FUNCTION FLUSH) loads the library on the
+node that refused (``FUNCTION LOAD REPLACE``) and runs the refused calls again, which is safe:
+a refused FCALL ran nothing. So the library is loaded once per server, on first use.
 
-The enqueue, heartbeat, finish and retry scripts take a batch of jobs, and ``per_job``
-coalesces the calls made in one event-loop tick into as few EVALSHAs as possible, sent in one
+The enqueue, heartbeat, finish and retry functions take a batch of jobs, and ``per_job``
+coalesces the calls made in one event-loop tick into as few FCALLs as possible, sent in one
 pipeline: one round trip. Each job still gets its own result.
 
 Durability (``replicas=N``): a pipeline that carries an acknowledged write (``durable``) ends
@@ -28,45 +28,29 @@ Errors are translated at this boundary (``errors.translate``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib.resources import files
-from types import MappingProxyType
 from typing import Any
 
 from loguru import logger
 from redis import exceptions as redis_errors
 from redis.asyncio import RedisCluster
-from redis.commands.core import AsyncScript
 
 from jobs.errors import DriverError
 
 from .errors import ReplicationTimeoutError, refusal, translate
+from .library import LIBRARY, SCRIPT_NAMES, Library
 from .topology import Topology
 from .wire import Wire
 
-SCRIPT_NAMES = (
-    *("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek"),
-    *("cancel", "requeue", "purge", "list", "stats", "workers"),
-)
+__all__ = ["MAX_BATCH", "SCRIPT_NAMES", "ScriptArg", "ScriptRunner", "Shared"]
+
 MAX_BATCH = 200
-"""Jobs per batched script call: bounds how long one call keeps Redis busy."""
+"""Jobs per batched function call: bounds how long one call keeps Redis busy."""
+FUNCTION_NOT_FOUND = "Function not found"
+"""The start of Redis's error reply to an FCALL of a function it does not have."""
 
 ScriptArg = str | int | float | bytes
-
-
-def _load_sources() -> Mapping[str, str]:
-    package = files("redis_jobs") / "lua"
-    common = (package / "common.lua").read_text(encoding="utf-8")
-    sources = {
-        name: common + "\n" + (package / f"{name}.lua").read_text(encoding="utf-8")
-        for name in SCRIPT_NAMES
-    }
-    return MappingProxyType(sources)
-
-
-SOURCES: Mapping[str, str] = _load_sources()
-"""Script name -> full Lua source (``common.lua`` followed by the script's own file)."""
 
 
 @dataclass(slots=True)
@@ -78,9 +62,9 @@ class _Job:
 
 @dataclass(slots=True)
 class _Command:
-    """One EVALSHA: a single call (``future``) or a batch of jobs, each with its own future."""
+    """One FCALL: a single call (``future``) or a batch of jobs, each with its own future."""
 
-    script: AsyncScript
+    function: str
     keys: list[str]
     args: list[ScriptArg]
     durable: bool
@@ -114,34 +98,39 @@ Shared = tuple[Sequence[str], Sequence[ScriptArg]]
 
 
 class ScriptRunner:
-    """The package's scripts, run through ``topology.client``; WAITs for ``replicas``."""
+    """The package's functions, run through ``topology.client``; WAITs for ``replicas``."""
 
     def __init__(
-        self, topology: Topology, *, replicas: int = 0, replica_timeout_ms: int = 1_000
+        self,
+        topology: Topology,
+        *,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1_000,
+        library: Library = LIBRARY,
     ) -> None:
         self._topology = topology
         self._client = topology.client
         self._replicas = replicas
         self._replica_timeout_ms = replica_timeout_ms
-        self._scripts = {
-            name: self._client.register_script(source) for name, source in SOURCES.items()
-        }
+        self._library = library
+        self._functions = library.functions
         self._wire = Wire.of(self._client, topology.encoding)
         self._pending: dict[_GroupKey, list[_Job]] = {}
         self._running: set[asyncio.Task[None]] = set()
         self._lone: set[asyncio.Future[Any]] = set()
 
     @property
-    def scripts(self) -> Mapping[str, AsyncScript]:
-        """The scripts by name (each a redis-py Script: its source and SHA1)."""
-        return MappingProxyType(self._scripts)
+    def library(self) -> Library:
+        """The library whose functions this runner calls."""
+        return self._library
 
     async def call(
         self, name: str, keys: Sequence[str], args: Sequence[ScriptArg], *, durable: bool = False
     ) -> Any:
         """Run one script now, in the caller's task; its reply."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        await self._run([_Command(self._scripts[name], list(keys), list(args), durable, future)])
+        command = _Command(self._functions[name], list(keys), list(args), durable, future)
+        await self._run([command])
         return future.result()
 
     async def per_job(
@@ -156,8 +145,8 @@ class ScriptRunner:
         """Run a batch script (``for_each_job``) for one job; its result for that job.
 
         Calls made in the same event-loop tick with the same script and the same shared keys
-        and args go out as one EVALSHA (up to ``MAX_BATCH`` jobs), and all of the tick's
-        EVALSHAs in one pipeline: one round trip. Each job is still checked and written on its
+        and args go out as one FCALL (up to ``MAX_BATCH`` jobs), and all of the tick's
+        FCALLs in one pipeline: one round trip. Each job is still checked and written on its
         own and gets its own result; a refused job raises RedisScriptError for its caller
         only. Calls that share a round trip run in a task of their own, which a caller
         cancelled while waiting does not cancel; a call alone in its tick runs in its caller's
@@ -211,7 +200,7 @@ class ScriptRunner:
     ) -> list[Any]:
         """Run a batch script for ``jobs`` (keys, args) now, in one round trip; their results.
 
-        Up to ``MAX_BATCH`` jobs go in one EVALSHA, the EVALSHAs in one pipeline. A refused
+        Up to ``MAX_BATCH`` jobs go in one FCALL, the FCALLs in one pipeline. A refused
         job raises (the first refusal, after every job's result is in).
         """
         loop = asyncio.get_running_loop()
@@ -248,12 +237,12 @@ class ScriptRunner:
         durable: bool,
         jobs: list[_Job],
     ) -> list[_Command]:
-        """The EVALSHAs of a batch script for ``jobs``, ``MAX_BATCH`` a call."""
-        script = self._scripts[name]
+        """The FCALLs of a batch function for ``jobs``, ``MAX_BATCH`` a call."""
+        function = self._functions[name]
         if len(jobs) == 1:
             [job] = jobs
             keys = [*shared_keys, *job.keys]
-            return [_Command(script, keys, [*shared_args, *job.args], durable, jobs=jobs)]
+            return [_Command(function, keys, [*shared_args, *job.args], durable, jobs=jobs)]
         commands = []
         for start in range(0, len(jobs), MAX_BATCH):
             chunk = jobs[start : start + MAX_BATCH]
@@ -262,11 +251,11 @@ class ScriptRunner:
             for job in chunk:
                 keys += job.keys
                 args += job.args
-            commands.append(_Command(script, keys, args, durable, jobs=chunk))
+            commands.append(_Command(function, keys, args, durable, jobs=chunk))
         return commands
 
     async def _run(self, commands: list[_Command], *, reload: bool = True) -> None:
-        """Send ``commands`` in one round trip and settle each; reload lost scripts once."""
+        """Send ``commands`` in one round trip and settle each; load a missing library once."""
         try:
             replies = await self._execute(commands)
         except Exception as exc:
@@ -276,7 +265,7 @@ class ScriptRunner:
             return
         lost: list[_Command] = []
         for command, reply in zip(commands, replies, strict=True):
-            if reload and isinstance(reply, redis_errors.NoScriptError):
+            if reload and _not_found(reply):
                 lost.append(command)
             elif isinstance(reply, BaseException):
                 command.fail(translate(reply))
@@ -292,28 +281,27 @@ class ScriptRunner:
         wire = self._wire
         if wire is not None:
             primary = self._topology.where() if durable else None
-            packed = b"".join(wire.pack(_evalsha(command)) for command in commands)
+            packed = b"".join(wire.pack(_fcall(command)) for command in commands)
             if durable:
                 packed += wire.pack(("WAIT", self._replicas, self._replica_timeout_ms))
             replies = await wire.round_trip(packed, len(commands) + durable)
-        elif len(commands) == 1 and not durable:
-            [command] = commands
-            try:
-                reply = await client.execute_command(*_evalsha(command))
-            except redis_errors.ResponseError as exc:
-                reply = exc
-            self._topology.observe()
-            return [reply]
         else:
-            if durable and isinstance(client, RedisCluster) and self._topology.where() is None:
-                await client.initialize()
+            options = await self._node_options()
+            if len(commands) == 1 and not durable:
+                [command] = commands
+                try:
+                    reply = await client.execute_command(*_fcall(command), **options)
+                except redis_errors.ResponseError as exc:
+                    reply = exc
+                self._topology.observe()
+                return [reply]
             primary = self._topology.where()
             pipe = client.pipeline(transaction=False)
             for command in commands:
-                pipe.execute_command(*_evalsha(command))
+                pipe.execute_command(*_fcall(command), **options)
             if durable:
                 wait = ("WAIT", self._replicas, self._replica_timeout_ms)
-                pipe.execute_command(*wait, **self._topology.node_options())
+                pipe.execute_command(*wait, **options)
             replies = list(await pipe.execute(raise_on_error=False))
         self._topology.observe()
         if durable:
@@ -325,6 +313,13 @@ class ScriptRunner:
                     for command, reply in zip(commands, replies, strict=True)
                 ]
         return replies
+
+    async def _node_options(self) -> dict[str, Any]:
+        """How to aim a call at the namespace's node (a Cluster: its slot's master, by name)."""
+        client = self._client
+        if isinstance(client, RedisCluster) and self._topology.where() is None:
+            await client.initialize()  # no slot map yet
+        return self._topology.node_options()
 
     def _unconfirmed(self, confirmed: Any, primary: str | None) -> BaseException | None:
         """The error for durable writes that ``WAIT``'s reply did not confirm, else None."""
@@ -345,12 +340,17 @@ class ScriptRunner:
         return error
 
     async def _reload(self, commands: list[_Command]) -> None:
-        """Load the scripts Redis lost (NOSCRIPT), then run the refused calls again."""
-        logger.debug("Redis lost the job scripts (NOSCRIPT); loading them again")
+        """Load the library on the namespace's node, then run the refused calls again."""
+        logger.debug(
+            "Redis has no job function library {} (never loaded here, flushed, or a new "
+            "primary); loading it",
+            self._library.name,
+        )
         try:
-            for script in {id(command.script): command.script for command in commands}.values():
-                sha = await self._client.script_load(script.script)
-                script.sha = sha.decode() if isinstance(sha, bytes) else str(sha)
+            options = await self._node_options()
+            await self._client.execute_command(
+                "FUNCTION", "LOAD", "REPLACE", self._library.code, **options
+            )
         except Exception as exc:
             error = translate(exc)
             for command in commands:
@@ -359,9 +359,15 @@ class ScriptRunner:
         await self._run(commands, reload=False)
 
 
-def _evalsha(command: _Command) -> tuple[Any, ...]:
+def _fcall(command: _Command) -> tuple[Any, ...]:
     keys = command.keys
-    return ("EVALSHA", command.script.sha, len(keys), *keys, *command.args)
+    return ("FCALL", command.function, len(keys), *keys, *command.args)
+
+
+def _not_found(reply: Any) -> bool:
+    return isinstance(reply, redis_errors.ResponseError) and str(reply).startswith(
+        FUNCTION_NOT_FOUND
+    )
 
 
 def _resolve(

@@ -1,4 +1,5 @@
-"""The batch rules of the driver SPI (``enqueue_many``), part of ``DriverConformance``."""
+"""The batch rules of the driver SPI (``enqueue_many``, ``complete_many``), part of
+``DriverConformance``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from jobs.errors import PayloadError
 from jobs.queue import JobQueue, NewJob
 
+from .helpers import ALL, claim_one, enqueue, info_of
 from .requests import new_request
 
 if TYPE_CHECKING:
@@ -34,7 +36,8 @@ class _RecordingDriver:
 
 
 class BatchConformance:
-    """``enqueue_many``: one call per batch, results in order, keys deduplicated per job."""
+    """``enqueue_many``: one call per batch, results in order, keys deduplicated per job.
+    ``complete_many``: each job fenced by its own token, results in order."""
 
     async def test_enqueue_many_stores_every_job_and_answers_in_order(
         self, driver_harness: DriverHarness
@@ -141,3 +144,65 @@ class BatchConformance:
         assert "job 2 of the batch" in "\n".join(caught.value.__notes__)
         assert recording.calls == []
         assert sum((await recording.driver.counts()).values()) == 0
+
+    # -- complete_many -------------------------------------------------------------------------
+
+    async def test_complete_many_fences_each_job_on_its_own(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        driver = await driver_harness.driver()
+        clock = driver_harness.clock
+        reclaimed_id = await enqueue(driver)
+        stale = await claim_one(driver)
+        clock.advance(LEASE_MS)
+        holder = await claim_one(driver)  # the job's lease expired: ``stale`` is stale now
+        ids = [await enqueue(driver, key=f"done:{i}") for i in range(3)]
+        one, two, three = sorted(
+            await driver.claim(3, LEASE_MS, ALL), key=lambda j: ids.index(j.id)
+        )
+        results = await driver.complete_many(
+            [
+                (one.id, one.lease_token),
+                (reclaimed_id, stale.lease_token),
+                (two.id, three.lease_token),  # another job's token
+                ("no-such-job", one.lease_token),
+                (three.id, three.lease_token),
+            ]
+        )
+        assert results == [True, False, False, False, True]
+        assert [(await info_of(driver, job_id)).state for job_id in ids] == [
+            "completed",
+            "active",
+            "completed",
+        ]
+        held = await info_of(driver, reclaimed_id)
+        assert (held.state, held.attempts) == ("active", 2)
+        assert await driver.heartbeat(reclaimed_id, holder.lease_token, LEASE_MS)
+        assert await driver.complete(two.id, two.lease_token)
+        assert (await driver.counts())["completed"] == 3
+
+    async def test_jobs_completed_in_a_batch_are_finished_like_one_by_one(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        driver = await driver_harness.driver()
+        requests = [new_request(payload=i, key=f"once:{i}") for i in range(450)]
+        await driver.enqueue_many(requests)
+        claimed = await driver.claim(1_000, LEASE_MS, ALL)
+        assert len(claimed) == 450
+        settles = [(job.id, job.lease_token) for job in claimed]
+        assert await driver.complete_many(settles) == [True] * 450
+        assert await driver.complete_many(settles[:3]) == [False] * 3  # terminal
+        counts = await driver.counts()
+        assert (counts["completed"], counts["active"], counts["pending"]) == (450, 0, 0)
+        info = await info_of(driver, claimed[0].id)
+        assert info.finished_at is not None
+        assert (info.attempts, info.last_error) == (1, None)
+        # Kept for retention, so their keys still drop repeats.
+        assert await driver.enqueue(new_request(key="once:0")) is None
+        assert await driver.claim(10, LEASE_MS, ALL) == []
+
+    async def test_complete_many_of_nothing_is_empty(self, driver_harness: DriverHarness) -> None:
+        driver = await driver_harness.driver()
+        job_id = await enqueue(driver)
+        assert await driver.complete_many([]) == []
+        assert (await info_of(driver, job_id)).state == "pending"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -245,6 +245,13 @@ class _Watch:
             return await self._driver.complete(job_id, lease_token)
         finally:
             self._settled(job_id)
+
+    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        try:
+            return await self._driver.complete_many(jobs)
+        finally:
+            for job_id, _ in jobs:
+                self._settled(job_id)
 
     async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
         try:

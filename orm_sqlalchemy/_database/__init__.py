@@ -6,5 +6,4 @@ LISTEN connection and wake-ups. Nothing here is public API.
 ``statements``   the SQL of ``sql/*.sql``, loaded once per table
 ``listener``     LISTEN on a PostgreSQL channel over a connection of its own
 ``wakeup``       idle waiters and coalesced NOTIFYs
-``batching``     calls that arrive together go to the database together
 """

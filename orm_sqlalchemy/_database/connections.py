@@ -39,10 +39,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
+from jobs.coalescing import Coalescer
 from jobs.errors import DriverError, StoreUnavailableError
 
 from ..engine import writer_gate
-from .batching import Coalescer
 from .errors import store_error
 from .statements import Statement
 
@@ -277,7 +277,7 @@ class SQLiteBackend:
     SQLite has one writer at a time, so more connections would only queue on its lock. With
     ``synchronous=FULL`` every commit waits for an fsync, which would cap the store at about
     one operation per fsync; so statements that arrive while others run are executed together
-    in one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (see ``batching``), and each caller gets its
+    in one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``jobs.coalescing``), and each caller gets its
     result once that commit is durable. A lone statement runs on its own (autocommit). Each
     statement keeps its own effect: if one in a group fails, the group is rolled back and its
     statements are run again one by one, so that only the failing one reports the error.

@@ -17,9 +17,8 @@ if job == nil or (job.state ~= 'pending' and job.state ~= 'active') then
   return 0
 end
 local source = ns .. (job.state == 'pending' and 'ready:' or 'leased:') .. job.type
-local counts, cancelled = ns .. 'counts', ns .. 'cancelled'
+local cancelled = ns .. 'cancelled'
 check_type_once(source, 'zset')
-check_type_once(counts, 'hash')
 check_type_once(cancelled, 'zset')
 check_state_indexes(sp, job.type, job.state, 'cancelled')
 local index = nil
@@ -32,7 +31,7 @@ end
 
 local call = {
   now = now, now_text = int(now), retain = tonumber(ARGV[3]), margin = tonumber(ARGV[4]),
-  finished = cancelled, counts = counts, sp = sp,
+  finished = cancelled, sp = sp,
 }
 finish(call, key, id, job, 'cancelled', job.state, source, index, nil, nil)
 write_later(0, 0)

@@ -1,9 +1,8 @@
 -- claim.lua: lease up to ARGV[3] due jobs of the given types, earliest due first.
 --
--- KEYS[1]  job record prefix, '{ns}:job:'    KEYS[3]  counts hash
--- KEYS[2]  idempotency-key prefix, '{ns}:key:'  KEYS[4]  failed zset
--- KEYS[5]  state index prefix, '{ns}:state:'
--- KEYS[4 + 2i]  ready zset of type i (i = 1..n)    KEYS[5 + 2i]  leased zset of type i
+-- KEYS[1]  job record prefix, '{ns}:job:'    KEYS[3]  failed zset
+-- KEYS[2]  idempotency-key prefix, '{ns}:key:'  KEYS[4]  state index prefix, '{ns}:state:'
+-- KEYS[3 + 2i]  ready zset of type i (i = 1..n)    KEYS[4 + 2i]  leased zset of type i
 --
 -- ARGV[1]  now ms, or '' for the server's TIME      ARGV[5]  failed retention ms
 -- ARGV[2]  lease ms                                 ARGV[6]  expiry margin ms
@@ -25,16 +24,15 @@
 
 local now = now_ms(ARGV[1])
 local lease_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
-local prefix, index_prefix, counts, failed, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local prefix, index_prefix, failed, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local FIELDS = {'payload', 'timeout_ms', 'key', 'trace_context', 'created_at'}
 
-check_type_once(counts, 'hash')
 check_type_once(failed, 'zset')
 
 -- Each due set read is that set's type check. A candidate is {id, due, source}.
 local sources, candidates = {}, {}
 for i = 1, #ARGV - 7 do
-  local job_type, ready, leased = ARGV[7 + i], KEYS[4 + 2 * i], KEYS[5 + 2 * i]
+  local job_type, ready, leased = ARGV[7 + i], KEYS[3 + 2 * i], KEYS[4 + 2 * i]
   for _, from in ipairs({ready, leased}) do
     local due = read('zset', 'ZRANGE', from, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
       'WITHSCORES')
@@ -100,13 +98,12 @@ end
 for _, c in ipairs(orphans) do
   local source = c[3]
   later_zrem(source.key, c[1])
-  later_count(counts, source.state, -1)
   later_move(sp, c[1], source.type, 0, source.state, nil)
 end
 if #expire > 0 then
   local call = {
     now = now, now_text = int(now), retain = tonumber(ARGV[5]), margin = tonumber(ARGV[6]),
-    finished = failed, counts = counts, sp = sp,
+    finished = failed, sp = sp,
   }
   for _, c in ipairs(expire) do
     finish(call, c[4], c[1], c[5], 'failed', 'active', c[3].leased, c[7], ARGV[7], c[6])
@@ -122,8 +119,6 @@ for n, c in ipairs(take) do
   redis.call('HSET', key, 'state', 'active', 'attempts', attempt, 'token', token)
   if source.state == 'pending' then
     later_zrem(source.ready, id)
-    later_count(counts, 'pending', -1)
-    later_count(counts, 'active', 1)
     later_move(sp, id, source.type, created_of(job), 'pending', 'active')
   end
   later_zadd(source.leased, lease_until, id)

@@ -1,4 +1,5 @@
--- common.lua: helpers that redis_jobs.scripts puts in front of every script of this package.
+-- common.lua: the helpers of every function of this package's library (redis_jobs.library puts
+-- it first, then each script body as the callback of one function, which calls begin first).
 -- Like the scripts, this text is fixed: no script source is ever built from input; names, ids,
 -- types and payloads reach the scripts only through KEYS and ARGV.
 --
@@ -23,6 +24,9 @@ local STATES = {pending = true, active = true, completed = true, failed = true, 
 local MAX_ERRORS = 20
 
 local REFUSAL = 'JOBSCRIPT '
+
+-- The running call's keys and arguments (set by begin): the script bodies read KEYS and ARGV.
+local KEYS, ARGV = {}, {}
 
 local function refuse(why)
   error({err = REFUSAL .. why})
@@ -239,7 +243,7 @@ local function index_names(index_key, id)
   return get_string(index_key) == id
 end
 
--- Writes to sorted sets, the counts hash, signal lists and TTLs of finished sets, gathered
+-- Writes to sorted sets, signal lists and TTLs of finished sets, gathered
 -- while a script runs and made in one go at its end: fewer calls. No check reads these keys,
 -- so deferring them changes no outcome, and every one was type-checked before it was queued.
 -- One bucket per (kind, key), made in the order first used.
@@ -270,11 +274,6 @@ end
 local function later_zrem(key, member)
   local values = bucket('zrem', key)
   values[#values + 1] = member
-end
-
-local function later_count(key, field, by)
-  local values = bucket('count', key)
-  values[field] = (values[field] or 0) + by
 end
 
 -- Signal list lengths, read by check_signal (the read is the list's type check).
@@ -360,12 +359,6 @@ local function write_later(cap, signal_ttl)
       redis.call('ZREM', key, unpack(values))
     elseif kind == 'sadd' then
       redis.call('SADD', key, unpack(values))
-    elseif kind == 'count' then
-      for _, field in ipairs({'pending', 'active'}) do
-        if values[field] and values[field] ~= 0 then
-          redis.call('HINCRBY', key, field, values[field])
-        end
-      end
     elseif kind == 'signal' then
       local length = signal_length[key]
       local pushes = math.min(#values, cap - length)
@@ -387,7 +380,7 @@ end
 -- the caller's: the record is in `from` (held, when active), `source` is the ready or leased
 -- zset it is listed in, `index` is its key index when that still names it, and `errors` is the
 -- new errors field when `error` is set. `c` holds what is the same for every job of the call:
--- now, retain, margin (ms), the finished zset, counts hash and state index prefix (sp). The
+-- now, retain, margin (ms), the finished zset and the state index prefix (sp). The
 -- record and key index expire (real time) a margin after retention ends; until then, scripts
 -- judge by expires_at on the script clock.
 local function finish(c, key, id, job, state, from, source, index, error, errors)
@@ -411,6 +404,13 @@ local function finish(c, key, id, job, state, from, source, index, error, errors
   later_zrem(source, id)
   later_zadd(c.finished, expires, id)
   later_keep(c.finished, ttl)
-  later_count(c.counts, from, -1)
   later_move(c.sp, id, job.type, created_of(job), from, state)
+end
+
+-- The start of every call: its KEYS and ARGV, and a fresh per-call state for the helpers above
+-- (the library lives on between calls; no check or write may leak from one call to the next).
+local function begin(keys, args)
+  KEYS, ARGV = keys, args
+  checked, field_names, later_order, later_of = {}, {}, {}, {}
+  signal_length, index_names_of = {}, {}
 end

@@ -1,22 +1,21 @@
--- counts.lua: how many jobs are pending, active, completed and failed.
+-- counts.lua: how many jobs are pending, active, completed, failed and cancelled.
 --
--- KEYS[1]  counts hash      KEYS[2]  completed zset      KEYS[3]  failed zset
--- KEYS[4]  cancelled zset
+-- KEYS[1]  state index prefix, '{ns}:state:'      KEYS[2]  completed zset
+-- KEYS[3]  failed zset      KEYS[4]  cancelled zset
 -- ARGV[1]  now ms, or '' for the server's TIME
 --
--- Returns {pending, active, completed, failed, cancelled}; finished jobs count while their retention
--- lasts (score = retention end > now).
+-- Returns {pending, active, completed, failed, cancelled}: the sizes of the pending and active
+-- state indexes (every transition keeps them, so no counter is written per transition), and
+-- finished jobs while their retention lasts (score = retention end > now).
 
 local now = now_ms(ARGV[1])
-check_type(KEYS[1], 'hash')
+local after = '(' .. int(now)
 check_type(KEYS[2], 'zset')
 check_type(KEYS[3], 'zset')
 check_type(KEYS[4], 'zset')
-local live = redis.call('HMGET', KEYS[1], 'pending', 'active')
-local after = '(' .. int(now)
 return {
-  tonumber(live[1] or 0) or 0,
-  tonumber(live[2] or 0) or 0,
+  check_type(KEYS[1] .. 'pending', 'zset'),
+  check_type(KEYS[1] .. 'active', 'zset'),
   redis.call('ZCOUNT', KEYS[2], after, '+inf'),
   redis.call('ZCOUNT', KEYS[3], after, '+inf'),
   redis.call('ZCOUNT', KEYS[4], after, '+inf'),

@@ -1,8 +1,8 @@
 -- enqueue.lua: store one or more pending jobs, each unless a live job holds its idempotency key.
 --
--- KEYS[1]  counts hash      KEYS[2]  job record prefix, '{ns}:job:'
--- KEYS[3]  completed zset   KEYS[4]  failed zset      KEYS[5]  cancelled zset
--- KEYS[6]  state index prefix, '{ns}:state:'          KEYS[7]  job types set
+-- KEYS[1]  job record prefix, '{ns}:job:'
+-- KEYS[2]  completed zset   KEYS[3]  failed zset      KEYS[4]  cancelled zset
+-- KEYS[5]  state index prefix, '{ns}:state:'          KEYS[6]  job types set
 -- then 4 per job:  record (hash), ready zset of its type, signal list of its type,
 --                  idempotency-key index (when the job has no key: the index prefix, untouched)
 --
@@ -18,14 +18,12 @@
 
 local now = now_ms(ARGV[1])
 local now_text = int(now)
-local counts, prefix, completed, failed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local cancelled, sp, types = KEYS[5], KEYS[6], KEYS[7]
+local prefix, completed, failed, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local sp, types = KEYS[5], KEYS[6]
 local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local EXISTING = {'payload', 'expires_at', 'created_at'}
 local HOLDER = {'expires_at', 'created_at'}
 local known_types = {}
-
-check_type_once(counts, 'hash')
 
 local function check(keys, args)
   local record, ready, signal_key, index = keys[1], keys[2], keys[3], keys[4]
@@ -115,11 +113,10 @@ local function apply(plan)
     later_sadd(types, job_type)
     known_types[job_type] = true
   end
-  later_count(counts, 'pending', 1)
   later_signal(keys[3])
   return 1
 end
 
-local results = for_each_job(7, 4, 3, 11, check, apply)
+local results = for_each_job(6, 4, 3, 11, check, apply)
 write_later(cap, signal_ttl)
 return results

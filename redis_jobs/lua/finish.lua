@@ -1,7 +1,7 @@
 -- finish.lua: complete, or fail for good, one or more held jobs (one state per call).
 --
--- KEYS[1]  completed or failed zset   KEYS[2]  counts hash
--- KEYS[3]  idempotency-key prefix, '{ns}:key:'   KEYS[4]  state index prefix, '{ns}:state:'
+-- KEYS[1]  completed or failed zset   KEYS[2]  idempotency-key prefix, '{ns}:key:'
+-- KEYS[3]  state index prefix, '{ns}:state:'
 -- then 2 per job:  record (hash), leased zset of its type
 --
 -- ARGV[1]  now ms, or '' for the server's TIME
@@ -16,7 +16,7 @@
 local PRUNE_BATCH = 64
 
 local now = now_ms(ARGV[1])
-local finished, counts, index_prefix, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local finished, index_prefix, sp = KEYS[1], KEYS[2], KEYS[3]
 local state = ARGV[2]
 local failing = state == 'failed'
 local FIELDS = {'token', 'key', 'keep_until', 'created_at'}
@@ -25,11 +25,10 @@ if failing then
 end
 local call = {
   now = now, now_text = int(now), retain = tonumber(ARGV[3]), margin = tonumber(ARGV[4]),
-  finished = finished, counts = counts, sp = sp,
+  finished = finished, sp = sp,
 }
 
 check_type_once(finished, 'zset')
-check_type_once(counts, 'hash')
 
 local function check(keys, args)
   check_type_once(keys[2], 'zset')
@@ -62,7 +61,7 @@ local function apply(plan)
   return 1
 end
 
-local results = for_each_job(4, 2, 4, 3, check, apply)
+local results = for_each_job(3, 2, 4, 3, check, apply)
 write_later(0, 0)
 if finished_any then
   local ended = redis.call('ZRANGE', finished, '-inf', now, 'BYSCORE', 'LIMIT', 0, PRUNE_BATCH)

@@ -12,7 +12,7 @@
 
 local now = now_ms(ARGV[1])
 local ns = KEYS[1]
-local sp, counts = ns .. 'state:', ns .. 'counts'
+local sp = ns .. 'state:'
 local wanted = {}
 for state in string.gmatch(ARGV[2], '[^,]+') do
   if state ~= 'active' then
@@ -21,8 +21,6 @@ for state in string.gmatch(ARGV[2], '[^,]+') do
 end
 local only_type = ARGV[3]
 local cutoff = ARGV[4] ~= '' and now - tonumber(ARGV[4]) or nil
-
-check_type_once(counts, 'hash')
 
 local function check(keys, args)
   local job = load_job(keys[1], {'key', 'created_at', 'finished_at'})
@@ -56,9 +54,6 @@ local function apply(plan)
     redis.call('DEL', plan.index)
   end
   later_zrem(plan.source, plan.id)
-  if plan.job.state == 'pending' then
-    later_count(counts, 'pending', -1)
-  end
   later_move(sp, plan.id, plan.job.type, 0, plan.job.state, nil)
   return 1
 end

@@ -11,10 +11,9 @@
 
 local now = now_ms(ARGV[1])
 local ns = KEYS[1]
-local sp, counts = ns .. 'state:', ns .. 'counts'
+local sp = ns .. 'state:'
 local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
-check_type_once(counts, 'hash')
 
 local function check(keys, args)
   local job = load_job(keys[1], {'key', 'created_at', 'expires_at'})
@@ -50,7 +49,6 @@ local function apply(plan)
   end
   later_zrem(plan.finished, plan.id)
   later_zadd(plan.ready, int(now), plan.id)
-  later_count(counts, 'pending', 1)
   later_move(sp, plan.id, job.type, created_of(job), job.state, 'pending')
   later_signal(plan.signal)
   return 1

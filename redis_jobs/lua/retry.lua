@@ -1,6 +1,6 @@
 -- retry.lua: put one or more held jobs back to pending at now + delay, keeping the error.
 --
--- KEYS[1]  counts hash      KEYS[2]  state index prefix, '{ns}:state:'
+-- KEYS[1]  state index prefix, '{ns}:state:'
 -- then 4 per job:  record (hash), leased zset, ready zset and signal list of its type
 --
 -- ARGV[1]  now ms, or '' for the server's TIME
@@ -10,12 +10,10 @@
 -- Returns per job: 1 pending again, 0 (nothing written) the token does not hold the job.
 
 local now = now_ms(ARGV[1])
-local counts, sp = KEYS[1], KEYS[2]
+local sp = KEYS[1]
 local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 local FIELDS = {'token', 'created_at', 'errors'}
-
-check_type_once(counts, 'hash')
 
 local function check(keys, args)
   check_type_once(keys[2], 'zset')
@@ -39,13 +37,11 @@ local function apply(plan)
   redis.call('HDEL', record, 'token', 'lease_until')
   later_zrem(leased, id)
   later_zadd(ready, run_at, id)
-  later_count(counts, 'active', -1)
-  later_count(counts, 'pending', 1)
   later_move(sp, id, plan.job.type, created_of(plan.job), 'active', 'pending')
   later_signal(signal_key)
   return 1
 end
 
-local results = for_each_job(2, 4, 3, 4, check, apply)
+local results = for_each_job(1, 4, 3, 4, check, apply)
 write_later(cap, signal_ttl)
 return results

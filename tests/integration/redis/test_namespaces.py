@@ -95,7 +95,7 @@ async def test_every_key_of_a_namespace_carries_its_hash_tag(
     prefix = ("{" + driver.namespace + "}:").encode()
     kinds = {key[len(prefix) :].split(b":")[0] for key in keys}
     expected = {
-        *(b"job", b"ready", b"leased", b"signal", b"key", b"completed", b"failed", b"counts"),
+        *(b"job", b"ready", b"leased", b"signal", b"key", b"completed", b"failed"),
         *(b"state", b"types"),
     }
     assert kinds == expected

@@ -1,9 +1,9 @@
-"""The scripts: a fixed set loaded from files, reloaded on NOSCRIPT, batched per loop tick."""
+"""The functions: one fixed library built from files, loaded when missing, batched per loop tick."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import uuid
 from importlib.resources import files
 from typing import Any
 
@@ -14,7 +14,8 @@ from redis.asyncio.connection import AbstractConnection
 
 from jobs.testing import new_request
 from redis_jobs import Keys, RedisJobDriver, RedisScriptError
-from redis_jobs.scripts import MAX_BATCH, SCRIPT_NAMES, SOURCES, ScriptRunner
+from redis_jobs.library import LIBRARY, package_library
+from redis_jobs.scripts import MAX_BATCH, SCRIPT_NAMES, ScriptRunner
 from redis_jobs.topology import Topology
 
 from .harness import RedisHarness
@@ -58,14 +59,14 @@ def word(value: Any) -> str:
 
 def test_each_script_is_a_file_with_a_header_of_keys_and_argv() -> None:
     lua = files("redis_jobs") / "lua"
-    assert sorted(SOURCES) == sorted(SCRIPT_NAMES)
+    assert sorted(LIBRARY.functions) == sorted(SCRIPT_NAMES)
     for name in SCRIPT_NAMES:
         text = (lua / f"{name}.lua").read_text(encoding="utf-8")
         header = text.split("\n\n", 1)[0]
         assert header.startswith(f"-- {name}.lua: ")
         assert "KEYS" in header
         assert "ARGV" in header
-        assert SOURCES[name].endswith(text)
+        assert f"begin(keys, args)\n{text}\nend" in LIBRARY.code
 
 
 async def test_only_the_fixed_scripts_ever_run(
@@ -92,38 +93,59 @@ async def test_only_the_fixed_scripts_ever_run(
         await driver.wait_for_work([name], 1)
     assert (await driver.counts())["completed"] == len(HOSTILE)
 
-    shas = {hashlib.sha1(source.encode()).hexdigest() for source in SOURCES.values()}
     names = {word(command[0]).upper() for command in sent}
-    assert "EVAL" not in names
-    assert "EVALSHA" in names
+    assert not names & {"EVAL", "EVALSHA", "SCRIPT"}
+    assert "FCALL" in names
     for command in sent:
-        if word(command[0]).upper() == "EVALSHA":
-            assert word(command[1]) in shas
-        if word(command[0]).upper() == "SCRIPT":
-            assert word(command[2]) in SOURCES.values()
+        if word(command[0]).upper() == "FCALL":
+            assert word(command[1]) in LIBRARY.functions.values()
+        if word(command[0]).upper() == "FUNCTION":
+            assert word(command[-1]) == LIBRARY.code
 
 
-async def test_a_lost_script_is_loaded_again(harness: RedisHarness) -> None:
+async def test_a_missing_library_is_loaded_and_the_refused_calls_run(
+    harness: RedisHarness, admin: Redis, sent: list[tuple[Any, ...]]
+) -> None:
+    # A library of its own (a version no other test uses) that the server does not have yet,
+    # as after a restart without persistence, a FUNCTION FLUSH or on a node new to the slot.
+    library = package_library(version=f"test{uuid.uuid4().hex[:12]}")
     client = harness.client()
-    runner = ScriptRunner(Topology(client, Keys(harness.namespace)))
-    heartbeat = runner.scripts["heartbeat"]
-    real_sha = heartbeat.sha
+    runner = ScriptRunner(Topology(client, Keys(harness.namespace)), library=library)
     missing = [f"{{{harness.namespace}}}:job:none", f"{{{harness.namespace}}}:leased:t"]
-
     try:
-        heartbeat.sha = "0" * 40  # as if Redis had restarted or run SCRIPT FLUSH
         assert await runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]) == 0
-        assert heartbeat.sha == real_sha
+        loads = [c for c in sent if [word(part).upper() for part in c[:2]] == ["FUNCTION", "LOAD"]]
+        assert len(loads) == 1
 
-        heartbeat.sha = "0" * 40  # two batches in one tick: one write
+        await admin.function_delete(library.name)  # two batches in one tick: one load
+        del sent[:]
         replies = await asyncio.gather(
             runner.per_job("heartbeat", ([], [""]), missing, ["none", "1:x:t", 1]),
             runner.per_job("heartbeat", ([], ["1"]), missing, ["none", "1:x:t", 1]),
         )
         assert list(replies) == [0, 0]
-        assert heartbeat.sha == real_sha
+        loads = [c for c in sent if [word(part).upper() for part in c[:2]] == ["FUNCTION", "LOAD"]]
+        assert len(loads) == 1
+        fcalls = [c for c in sent if word(c[0]).upper() == "FCALL"]
+        assert len(fcalls) == 4  # both refused, both run again
     finally:
         await runner.drain()
+        await admin.function_delete(library.name)
+
+
+async def test_another_version_of_the_library_does_not_clash(harness: RedisHarness) -> None:
+    other = package_library(version=f"test{uuid.uuid4().hex[:12]}")
+    admin = harness.client()
+    try:
+        await admin.function_load(other.code, replace=True)
+        driver = harness.redis_driver()
+        assert await driver.enqueue(new_request()) is not None
+        libraries = {
+            word(entry[1]) for entry in await admin.function_list(library="neverlost_jobs_*")
+        }
+        assert {other.name, LIBRARY.name} <= libraries
+    finally:
+        await admin.function_delete(other.name)
 
 
 async def test_settles_of_one_tick_share_one_call_with_their_own_results(
@@ -143,7 +165,7 @@ async def test_settles_of_one_tick_share_one_call_with_their_own_results(
         *(driver.complete(job.id, token) for job, token in zip(jobs, tokens, strict=True)),
         return_exceptions=True,
     )
-    assert sum(word(command[0]).upper() == "EVALSHA" for command in sent) == 1
+    assert sum(word(command[0]).upper() == "FCALL" for command in sent) == 1
     assert results[0] is False
     assert results[1:-1] == [True] * 8
     assert isinstance(results[-1], RedisScriptError)
@@ -159,7 +181,7 @@ async def test_concurrent_enqueues_share_one_call(
     results = await asyncio.gather(
         *(driver.enqueue(new_request(key=f"k{n % 5}")) for n in range(20))
     )
-    assert sum(word(command[0]).upper() == "EVALSHA" for command in sent) == 1
+    assert sum(word(command[0]).upper() == "FCALL" for command in sent) == 1
     assert sum(result is not None for result in results) == 5
     assert (await driver.counts())["pending"] == 5
 
@@ -174,14 +196,14 @@ async def test_a_batch_is_one_script_call_per_max_batch_jobs_in_one_round_trip(
     async def counted(self: AbstractConnection, command: Any, *args: Any, **kw: Any) -> None:
         nonlocal writes
         chunks = [command] if isinstance(command, bytes) else list(command)
-        writes += any(b"EVALSHA" in bytes(chunk) for chunk in chunks)
+        writes += any(b"FCALL" in bytes(chunk) for chunk in chunks)
         await send(self, command, *args, **kw)
 
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
     requests = [new_request(key=f"k{n % 400}") for n in range(2 * MAX_BATCH + 50)]
     del sent[:]
     results = await driver.enqueue_many(requests)
-    assert sum(word(command[0]).upper() == "EVALSHA" for command in sent) == 3
+    assert sum(word(command[0]).upper() == "FCALL" for command in sent) == 3
     assert writes == 1  # the writes that carry a script call: one round trip
     assert results == [r.id if n < 400 else None for n, r in enumerate(requests)]
     assert (await driver.counts())["pending"] == 400

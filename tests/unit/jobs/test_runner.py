@@ -498,11 +498,13 @@ async def test_a_slot_takes_the_next_job_while_the_last_one_settles() -> None:
     for n in range(3):
         await queue.enqueue("t", n)
     runner.start()
-    # One slot: the second handler ran while the first job's settle still waited on the store;
-    # the third waits, since at most ``concurrency`` settles are in flight beside the slots.
-    await wait_until(lambda: driver.pending_settles == 2, message="two settles waiting")
-    assert started == [0, 1]
-    assert (runner.running_handlers, runner.in_flight) == (0, 2)
+    # One slot: the second handler ran while the first job's settle still waited on the store
+    # (the second's complete waits to go after it, coalesced); the third waits, since at most
+    # ``concurrency`` settles are in flight beside the slots.
+    await wait_until(
+        lambda: started == [0, 1] and runner.in_flight == 2, message="two settles waiting"
+    )
+    assert (driver.pending_settles, runner.running_handlers) == (1, 0)
     await asyncio.sleep(0.05)
     assert started == [0, 1]
     driver.release.set()

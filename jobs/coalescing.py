@@ -1,10 +1,12 @@
-"""Coalescing: calls that arrive while one is in flight go to the database together, next.
+"""Coalescing: calls that arrive while one is in flight go to the store together, next.
 
 The hot path settles one job per call, but a worker at concurrency 10 settles many jobs per
-database round trip's worth of time. A ``Coalescer`` sends the first call at once (no added
-latency when idle) and gathers the calls that come in meanwhile into the next send, so under
-load one statement (one round trip, one commit, one fsync) settles a whole group. Every caller
-still gets its own outcome, only once its group has committed.
+round trip's worth of time. The runner's ``Settler`` coalesces its completes into the driver's
+``complete_many``; the SQLite store groups its statements into one commit the same way. A
+``Coalescer`` sends the first call at once (no added latency when idle) and gathers the calls
+that come in meanwhile into the next send, so under load one call (one round trip, one commit,
+one fsync) settles a whole group. Every caller still gets its own outcome, only once its group
+has committed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from jobs.errors import DriverError
+from .errors import DriverError
 
 __all__ = ["Coalescer"]
 
@@ -36,6 +38,7 @@ class Coalescer(Generic[Item, Result]):
     alone; if ``send`` raises, every item of the group gets that error. With ``key``, a group
     never holds two items of one key (a repeat waits for the next group), so a send never sees
     the same job twice. A caller cancelled before its group is sent is left out of it.
+    Without ``hold``, a call made while nothing is in flight is sent from its caller's task.
     With ``hold``, each group is formed and sent inside ``async with hold():`` (SQLite's writer
     turn), so what is submitted while the turn is awaited joins that group; if entering
     ``hold`` fails, the group gets that error.
@@ -55,13 +58,36 @@ class Coalescer(Generic[Item, Result]):
         self._hold = hold
         self._queue: list[_Call[Item, Result]] = []
         self._task: asyncio.Task[None] | None = None
+        self._direct = False  # a lone call is being sent from its caller's task
 
     async def submit(self, item: Item) -> Result:
+        if self._hold is None and not self._direct and self._idle():
+            return await self._send_alone(item)
         call: _Call[Item, Result] = _Call(item, asyncio.get_running_loop().create_future())
         self._queue.append(call)
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._drain(), name=self._name)
+        if not self._direct and (self._task is None or self._task.done()):
+            self._start()
         return await call.outcome
+
+    def _idle(self) -> bool:
+        return not self._queue and (self._task is None or self._task.done())
+
+    def _start(self) -> None:
+        self._task = asyncio.create_task(self._drain(), name=self._name)
+
+    async def _send_alone(self, item: Item) -> Result:
+        """Nothing in flight: send at once from the caller's task (no task, no future); what
+        is submitted meanwhile waits, and goes as the next group when this send ends."""
+        self._direct = True
+        try:
+            [outcome] = await self._send([item])
+        finally:
+            self._direct = False
+            if self._queue:
+                self._start()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     async def close(self) -> None:
         """Wait for the groups already submitted."""

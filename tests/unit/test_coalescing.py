@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from orm_sqlalchemy._database.batching import Coalescer
+from jobs.coalescing import Coalescer
 
 
 class Recorder:
