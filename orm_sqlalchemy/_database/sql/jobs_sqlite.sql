@@ -103,6 +103,17 @@ UPDATE {table} SET
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
 
+-- name: complete_many
+-- complete for a batch: :jobs is a JSON array of [id, lease_token] pairs (each a job of its
+-- own, fenced by its token); returns the ids it completed. The pairs are looked up by id.
+UPDATE {table} SET
+    state = 'completed', lease_token = NULL, due_at = NULL, finished_at = :now,
+    expires_at = max(:now + :retain_ms, coalesce(keep_until, 0))
+WHERE state = 'active' AND (id, lease_token) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:jobs)
+)
+RETURNING id;
+
 -- name: retry
 UPDATE {table} SET
     state = 'pending', lease_token = NULL, last_error = :error,
