@@ -28,6 +28,7 @@ from typing import Literal
 from sqlalchemy import (
     BigInteger,
     Column,
+    ColumnElement,
     Connection,
     Index,
     Integer,
@@ -35,11 +36,14 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    case,
     inspect,
+    literal,
     text,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.sql.expression import Grouping
 
 from jobs.errors import StoreSchemaError
 from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
@@ -51,10 +55,12 @@ __all__ = [
     "check_columns",
     "check_table_prefix",
     "job_schema",
+    "listed_state",
     "lock_for_creation",
     "notify_channel",
     "outbox_schema",
     "set_up_job_table",
+    "state_key",
 ]
 
 TableKind = Literal["jobs", "outbox"]
@@ -89,6 +95,34 @@ async def lock_for_creation(conn: AsyncConnection, kind: TableKind, table_name: 
 
 
 DEFAULT_TABLE_PREFIX = "jobs_"
+
+LIVE_STATES = ("pending", "active")
+LIVE = "live"
+"""What the state index keys a pending or an active job by (see ``listed_state``)."""
+
+_OLD_STATE_INDEX = "ix_{name}_state"
+"""The state index of earlier versions, on (state, created_at, id); create_schema drops it."""
+
+
+def listed_state(jobs: Table) -> ColumnElement[str]:
+    """The state index's first column: the state, with pending and active as one value.
+
+    On PostgreSQL every claim and settle writes a new row version and an entry for it in every
+    index. Keyed by the plain state, a claim (pending -> active) moved each job to another part
+    of the index, which left it bloated with dead entries: 71-79 us of server CPU per job
+    drained (claim 10 + complete_many) against 50-55 keyed like this and 46-49 with no state
+    index. A claim now writes its entry under the key it had, where PostgreSQL's bottom-up
+    deletion clears the old versions. Listing pending jobs reads the live part of the index,
+    skipping the active ones (at most the workers' slots and prefetch); listing active jobs
+    skips the pending ones newer than them (a backlog is read through once).
+    """
+    state = jobs.c.state
+    return Grouping(case((state.in_(LIVE_STATES), literal(LIVE)), else_=state))
+
+
+def state_key(state: str) -> str:
+    """The value ``listed_state`` has for jobs in ``state`` (the listing's bound ``:listed``)."""
+    return LIVE if state in LIVE_STATES else state
 
 @dataclass(frozen=True, slots=True)
 class JobSchema:
@@ -153,7 +187,7 @@ def job_schema(
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
     Index(f"ix_{name}_created", jobs.c.created_at, jobs.c.id)  # list_jobs, newest first
-    Index(f"ix_{name}_state", jobs.c.state, jobs.c.created_at, jobs.c.id)  # of one state
+    Index(f"ix_{name}_by_state", listed_state(jobs), jobs.c.created_at, jobs.c.id)  # one state
     workers = Table(
         f"{table_prefix}workers",
         metadata,
@@ -232,8 +266,10 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
                 connection.execute(CreateTable(table))
             for index in table.indexes:
                 connection.execute(CreateIndex(index, if_not_exists=found[table] is not None))
-        if postgres and found[schema.jobs] is not None:
-            _drop_full_key_constraint(connection, schema.jobs)
+        if found[schema.jobs] is not None:
+            _drop_old_state_index(connection, schema.jobs)
+            if postgres:
+                _drop_full_key_constraint(connection, schema.jobs)
 
     async with engine.connect() as connection:
         if postgres:
@@ -241,6 +277,15 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
         async with connection.begin():
             await lock_for_creation(connection, "jobs", schema.qualified_name)
             await connection.run_sync(work)
+
+
+def _drop_old_state_index(connection: Connection, jobs: Table) -> None:
+    """Drop an earlier version's state index (its successor, ``ix_<table>_by_state``, exists)."""
+    preparer = connection.dialect.identifier_preparer
+    name = preparer.quote(_OLD_STATE_INDEX.format(name=jobs.name))
+    if jobs.schema is not None:
+        name = f"{preparer.quote_schema(jobs.schema)}.{name}"
+    connection.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
 def _drop_full_key_constraint(connection: Connection, jobs: Table) -> None:

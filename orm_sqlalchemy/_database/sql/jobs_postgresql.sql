@@ -166,11 +166,14 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: list_jobs_in_state
--- list_jobs of one state: a backward range scan of the state index (run as list_jobs is).
+-- list_jobs of one state: a backward range scan of the state index, whose first column keys
+-- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
+    AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END)
+        = CAST(:listed AS text)
     AND state = CAST(:state AS text)
     AND type = COALESCE(CAST(:type AS text), type)
     AND (expires_at IS NULL OR expires_at > {now})

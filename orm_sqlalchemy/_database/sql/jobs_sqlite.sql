@@ -160,12 +160,16 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: list_jobs_in_state
--- list_jobs of one state: a backward range scan of the state index.
+-- list_jobs of one state: a backward range scan of the state index, whose first column keys
+-- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
-    AND state = :state
+    AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END) = :listed
+    -- "+": a plain state = :state would be propagated into the CASE above, which would then
+    -- no longer be the indexed expression
+    AND +state = :state
     AND type = coalesce(:type, type)
     AND (expires_at IS NULL OR expires_at > :now)
 ORDER BY created_at DESC, id DESC
