@@ -9,8 +9,9 @@ the job belongs to its new holder, or an operator cancelled it (``ctx.signal.rea
 which). A reclaimed job whose attempt is past its handler's ``max_attempts`` (its worker died
 on the last one) fails with the lease-expired error without running: the handler's options
 govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type
-and attempt (loguru ``contextualize``). The store calls themselves go through ``settling.Settler``.
-An attempt knows the services it is given (``AttemptServices``), never the runner.
+and attempt (``telemetry.job_logs``: what loguru's ``contextualize`` sets). The store calls
+themselves go through ``settling.Settler``. An attempt knows the services it is given
+(``AttemptServices``), never the runner.
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ from .telemetry import (
     deactivate,
     describe_error,
     end_span,
+    job_logs,
     log_failure,
     log_retry,
     start_job_span,
+    tracing,
 )
 
 if TYPE_CHECKING:
@@ -126,14 +129,14 @@ class Attempt:
     async def run(self) -> Outcome:
         """The body of the attempt's task."""
         self._started = time.perf_counter()
-        self.span = span = start_job_span(self.job)
+        span = self.span = start_job_span(self.job) if tracing() else None
         leases = self.services.leases
         lease = self.lease
         if self.job.reclaimed and self.job.attempt > self.max_attempts:
             if lease is not None:
                 leases.release(lease)
             return await self._fail_unrun()
-        token = activate(span)
+        token = activate(span) if span is not None else None
         loop = asyncio.get_running_loop()
         if lease is None:
             self.lease = lease = leases.hold(self.job, self._interrupt)
@@ -185,7 +188,7 @@ class Attempt:
                 job.id, job.type, job.attempt, self.max_attempts, self.signal, job.key, run_at
             )
             args = (payload, context)
-        with logger.contextualize(job_id=job.id, job_type=job.type, attempt=job.attempt):
+        with job_logs(job):
             if handler.is_async:
                 await handler.function(*args)
                 return
@@ -236,8 +239,9 @@ class Attempt:
         self._settling = True
         leases, lease = self.services.leases, self.lease
         try:
-            if lease is not None:
-                await leases.settling(lease)
+            beat = leases.settling(lease) if lease is not None else None
+            if beat is not None:
+                await beat
             outcome = await self._settle(error)
         finally:
             if lease is not None:

@@ -5,20 +5,24 @@ beaten for that long (one sweep for all, instead of a timer per job), so beats a
 between half and one ``heartbeat_ms``, well inside the lease. A beat the store refuses means
 the job was reclaimed or cancelled (one look at the job tells which): the lease's ``on_lost``
 callback runs with the reason, "lease lost" or "cancelled". Before settling, the holder calls
-``settling()``, which stops further beats and waits for one in flight, so a late beat never
-lands after the job was settled.
+``settling()``, which stops further beats and gives the beat in flight to wait for, so a late
+beat never lands after the job was settled.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from loguru import logger
 
 from .driver import ClaimedJob, JobDriver
 from .failures import FailureStreak
 from .health import StoreContact
+
+
+def _ignore(reason: str) -> None:
+    pass
 
 
 class Lease:
@@ -59,16 +63,23 @@ class LeaseKeeper:
         return lease
 
     def release(self, lease: Lease) -> None:
-        """Stop beating ``lease`` (idempotent)."""
+        """Stop beating ``lease`` (idempotent).
+
+        Its ``on_lost`` is dropped: it is usually a method of the lease's holder, which holds
+        the lease, and the cycle would leave every attempt to the garbage collector (measured
+        on the in-process no-op drain: about 3 us a job)."""
         lease.settling = True
+        lease.on_lost = _ignore
         self._leases.discard(lease)
 
-    async def settling(self, lease: Lease) -> None:
-        """No more beats for ``lease``; wait for the one in flight, if any."""
+    def settling(self, lease: Lease) -> Awaitable[None] | None:
+        """No more beats for ``lease``; what to await for the one in flight, None if there is
+        none (the common case: no coroutine is made for it)."""
         lease.settling = True
         beat = lease._beat_task
         if beat is not None and not beat.done():
-            await asyncio.shield(beat)
+            return asyncio.shield(beat)
+        return None
 
     @property
     def sweep_interval_s(self) -> float:

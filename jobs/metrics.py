@@ -20,13 +20,15 @@ The gauges are read from the store (``stats()``, or ``counts()`` for a driver wi
 outbox store's ``oldest_unpublished_age_ms()``) only when a metric reader collects, at most
 once per ``SAMPLE_INTERVAL_S``, in the background on the runner's or relay's event loop: a
 collection reports the last reading. With no meter provider set, nothing is ever read and the
-counters are the API's no-ops.
+counters are the API's no-ops, and not even called: the ``record_*`` functions return at once
+while no provider is set (``metering()``), as they run for every job.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
@@ -34,7 +36,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from loguru import logger
 from opentelemetry import metrics
+from opentelemetry.environment_variables import OTEL_PYTHON_METER_PROVIDER
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import _internal as _metrics_api
 
 from .driver import JOB_STATES, JobDriver, JobRequest
 from .operations import JobTypeStats
@@ -74,10 +78,27 @@ _published = _meter.create_counter(
 )
 
 T = TypeVar("T")
+_UNKNOWN = object()
+_PROVIDER_FROM_ENV = OTEL_PYTHON_METER_PROVIDER in os.environ
+_metering = False
+
+
+def metering() -> bool:
+    """Whether a meter provider is set (one set after import included: the API then gives the
+    instruments above real ones). Until then the answer is the API module's global, an
+    attribute read: the instruments' no-op calls and their attribute dicts cost about 1 us a
+    job. Should that private global go in a later API version, every call records."""
+    global _metering
+    if not _metering:
+        provider = getattr(_metrics_api, "_METER_PROVIDER", _UNKNOWN)
+        _metering = provider is not None or _PROVIDER_FROM_ENV
+    return _metering
 
 
 def record_execution(job_type: str, outcome: str, duration_ms: float) -> None:
     """One settled attempt."""
+    if not metering():
+        return
     attributes = {"job.type": job_type, "job.outcome": outcome}
     _executions.add(1, attributes)
     _duration.record(duration_ms, attributes)
@@ -86,21 +107,25 @@ def record_execution(job_type: str, outcome: str, duration_ms: float) -> None:
 
 
 def record_enqueued(job_type: str, stored: int = 1) -> None:
-    if stored:
+    if stored and metering():
         _enqueued.add(stored, {"job.type": job_type})
 
 
 def record_published(entry_type: str, count: int = 1) -> None:
-    if count:
+    if count and metering():
         _published.add(count, {"outbox.entry.type": entry_type})
 
 
 def record_published_batch(entries: Sequence[OutboxEntry], marked: Collection[str]) -> None:
+    if not metering():
+        return
     for entry_type, count in Counter(e.type for e in entries if e.id in marked).items():
         record_published(entry_type, count)
 
 
 def record_enqueued_batch(requests: Sequence[JobRequest], ids: Sequence[str | None]) -> None:
+    if not metering():
+        return
     stored = Counter(r.type for r, job_id in zip(requests, ids, strict=True) if job_id is not None)
     for job_type, count in stored.items():
         record_enqueued(job_type, count)

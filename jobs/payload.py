@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import JobTypeError, PayloadError, PayloadTooLargeError
@@ -34,6 +35,26 @@ _HINTS = {
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _one_shot_encoder() -> Callable[[Any, int], Sequence[str]] | None:
+    """``_ENCODER``'s C encoder, made once: ``JSONEncoder.encode`` makes a new one on every
+    call (about half the cost of encoding a small payload). It keeps no markers, so a cycle
+    ends in RecursionError rather than ValueError; both are refused the same way."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has the C accelerator
+        return None
+    encoder: Callable[[Any, int], Sequence[str]] = make(
+        None, _refuse, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+    return encoder
+
+
+_ONE_SHOT = _one_shot_encoder()
+
+
 def encode_payload(value: Any, *, max_bytes: int | None = None) -> str:
     """The JSON text of ``value``; PayloadError naming the path if it would not round-trip.
 
@@ -41,15 +62,18 @@ def encode_payload(value: Any, *, max_bytes: int | None = None) -> str:
     of them refuses is walked again by ``check_payload``, which names what and where.
     """
     try:
-        text = _ENCODER.encode(value)
-        data = text.encode("utf-8") if _is_plain(value) else None
+        text = "".join(_ONE_SHOT(value, 0)) if _ONE_SHOT is not None else _ENCODER.encode(value)
+        # ASCII text has no lone surrogate and is its own UTF-8; other text is encoded to
+        # check both (UnicodeEncodeError is a ValueError).
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        plain = _is_plain(value)
     except (TypeError, ValueError, RecursionError):  # ValueError: NaN, a cycle, a surrogate
-        data = None
-    if data is None:
+        plain = False
+    if not plain:
         check_payload(value)
         raise PayloadError(f"payload: {type(value).__name__} value is not JSON", "payload")
-    if max_bytes is not None and len(data) > max_bytes:
-        raise PayloadTooLargeError(len(data), max_bytes)
+    if max_bytes is not None and size > max_bytes:
+        raise PayloadTooLargeError(size, max_bytes)
     return text
 
 

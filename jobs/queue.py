@@ -25,6 +25,7 @@ from .telemetry import (
     enqueue_span,
     enqueued,
     enqueued_batch,
+    tracing,
 )
 from .tokens import JOB_DRIVER
 
@@ -135,7 +136,7 @@ class JobQueue:
         not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
         trace context the job carries to its execution.
         """
-        with enqueue_span(_job_type(type_or_definition)) as span:
+        if not tracing():  # no span to open, nor one to make current around the driver call
             request = self.build_request(
                 type_or_definition,
                 payload,
@@ -146,8 +147,21 @@ class JobQueue:
                 key=key,
             )
             job_id = await self.driver.enqueue(request)
-            enqueued(span, request, job_id)
-        record_enqueued(request.type, job_id is not None)
+        else:
+            with enqueue_span(_job_type(type_or_definition)) as span:
+                request = self.build_request(
+                    type_or_definition,
+                    payload,
+                    delay_ms=delay_ms,
+                    run_at=run_at,
+                    max_attempts=max_attempts,
+                    timeout_ms=timeout_ms,
+                    key=key,
+                )
+                job_id = await self.driver.enqueue(request)
+                enqueued(span, request, job_id)
+        if job_id is not None:
+            record_enqueued(request.type)
         return job_id
 
     async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
@@ -208,18 +222,21 @@ class JobQueue:
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
-        if delay_ms is not None and run_at is not None:
-            raise ValueError("give delay_ms or run_at, not both")
-        if delay_ms is not None and delay_ms < 0:
-            raise ValueError(f"delay_ms must not be negative, got {delay_ms}")
-        if timeout_ms is not None and timeout_ms <= 0:
+        if delay_ms is not None:
+            if run_at is not None:
+                raise ValueError("give delay_ms or run_at, not both")
+            if delay_ms < 0:
+                raise ValueError(f"delay_ms must not be negative, got {delay_ms}")
+        if timeout_ms is None:
+            timeout_ms = _definition_timeout(definition)
+        elif timeout_ms <= 0:
             raise ValueError(f"timeout_ms must be positive, got {timeout_ms}")
         return JobRequest(
             id=new_job_id(),
             type=job_type,
             payload=text,
             max_attempts=self._max_attempts(job_type, definition, max_attempts),
-            timeout_ms=timeout_ms if timeout_ms is not None else _definition_timeout(definition),
+            timeout_ms=timeout_ms,
             key=key,
             delay_ms=delay_ms or 0,
             run_at_ms=to_epoch_ms(run_at) if run_at is not None else None,

@@ -370,7 +370,7 @@ class RedisJobDriver(RedisOperations):
     def _finish_shared(self, state: JobState, now: str) -> Shared:
         keys = self._keys
         return (
-            (keys.finished(state), keys.index_prefix, keys.state_prefix),
+            (keys.finished(state), keys.index_prefix, keys.state_prefix, keys.types),
             (now, state, self._retention.of_state(state), EXPIRY_MARGIN_MS),
         )
 

@@ -28,7 +28,7 @@ Errors are translated at this boundary (``errors.translate``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,10 +281,9 @@ class ScriptRunner:
         wire = self._wire
         if wire is not None:
             primary = self._topology.where() if durable else None
-            packed = b"".join(wire.pack(_fcall(command)) for command in commands)
-            if durable:
-                packed += wire.pack(("WAIT", self._replicas, self._replica_timeout_ms))
-            replies = await wire.round_trip(packed, len(commands) + durable)
+            replies = await wire.round_trip(
+                self._packed(wire, commands, durable), len(commands) + durable
+            )
         else:
             options = await self._node_options()
             if len(commands) == 1 and not durable:
@@ -313,6 +312,15 @@ class ScriptRunner:
                     for command, reply in zip(commands, replies, strict=True)
                 ]
         return replies
+
+    def _packed(self, wire: Wire, commands: list[_Command], durable: bool) -> Iterator[bytes]:
+        """The commands packed for ``wire``, one part a time; the WAIT goes with the last."""
+        last = len(commands) - 1
+        for index, command in enumerate(commands):
+            packed = wire.pack(_fcall(command))
+            if durable and index == last:
+                packed += wire.pack(("WAIT", self._replicas, self._replica_timeout_ms))
+            yield packed
 
     async def _node_options(self) -> dict[str, Any]:
         """How to aim a call at the namespace's node (a Cluster: its slot's master, by name)."""

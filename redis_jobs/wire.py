@@ -19,7 +19,7 @@ API (``Wire.of`` returns None for them).
 from __future__ import annotations
 
 import codecs
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import hiredis
@@ -58,16 +58,29 @@ class Wire:
         packed: bytes = hiredis.pack_command(tuple(args))  # type: ignore[arg-type]
         return packed
 
-    async def round_trip(self, packed: bytes, replies: int) -> list[Any]:
-        """Send ``packed`` (``replies`` commands); their replies, an error reply as its exception.
+    async def round_trip(self, packed: Iterable[bytes], replies: int) -> list[Any]:
+        """Send the parts of ``packed`` (``replies`` commands in all), each as soon as it is
+        made; their replies, an error reply as its exception.
 
+        ``packed`` may be a generator that packs a part when asked: Redis runs the first part
+        while the next is packed (a bulk enqueue's packing overlaps the server's work on the
+        batch before). A retry on a new connection sends the parts again.
         Raises the connection error once the connection's retry policy gives up.
         """
+        made: list[bytes] = []
+        source = iter(packed)
+
+        def parts() -> Iterator[bytes]:
+            yield from made
+            for part in source:
+                made.append(part)
+                yield part
+
         pool = self._pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]
         try:
             results: list[Any] = await connection.retry.call_with_retry(
-                lambda: _exchange(connection, packed, replies),
+                lambda: _exchange(connection, parts(), replies),
                 lambda error: connection.disconnect(error=error),
             )
             return results
@@ -75,8 +88,11 @@ class Wire:
             await pool.release(connection)
 
 
-async def _exchange(connection: AbstractConnection, packed: bytes, replies: int) -> list[Any]:
-    await connection.send_packed_command(packed)
+async def _exchange(
+    connection: AbstractConnection, parts: Iterator[bytes], replies: int
+) -> list[Any]:
+    for part in parts:
+        await connection.send_packed_command(part)
     results: list[Any] = []
     for _ in range(replies):
         try:

@@ -6,7 +6,8 @@
 -- ARGV[2]  id    ARGV[3]  retention ms (as failed)    ARGV[4]  expiry margin ms
 --
 -- Returns 1 cancelled, 0 (nothing written) finished or unknown. The holder of a revoked lease
--- finds its token gone: its heartbeat and settle are refused.
+-- finds its token gone: its heartbeat and settle are refused. Cancelled jobs whose retention
+-- has ended are pruned after it (prune_ended).
 
 local now = now_ms(ARGV[1])
 local ns, key, id = KEYS[1], KEYS[2], ARGV[2]
@@ -35,4 +36,5 @@ local call = {
 }
 finish(call, key, id, job, 'cancelled', job.state, source, index, nil, nil)
 write_later(0, 0)
+prune_ended(cancelled, 'cancelled', sp, ns .. 'types', now)
 return 1

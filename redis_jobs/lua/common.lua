@@ -407,6 +407,39 @@ local function finish(c, key, id, job, state, from, source, index, error, errors
   later_move(c.sp, id, job.type, created_of(job), from, state)
 end
 
+-- Retention cleanup: up to PRUNE_BATCH jobs of a finished zset whose retention has ended (their
+-- records expire on their own) leave that zset and the state indexes of their state, the one of
+-- all types and the one of each type in the types set (the record, which would name the type,
+-- may be gone). Its own checks come first: a key of another type among those leaves everything
+-- as it was (the calling script's writes stand; the prune is retried by a later call).
+local PRUNE_BATCH = 64
+
+local function prune_ended(finished, state, sp, types, now)
+  local ok, plan = pcall(function()
+    local ended = read('zset', 'ZRANGE', finished, '-inf', now, 'BYSCORE', 'LIMIT', 0,
+      PRUNE_BATCH)
+    if #ended == 0 then
+      return nil
+    end
+    local indexes = {sp .. state}
+    for _, job_type in ipairs(read('set', 'SMEMBERS', types)) do
+      indexes[#indexes + 1] = sp .. state .. ':' .. job_type
+    end
+    for _, index in ipairs(indexes) do
+      check_type_once(index, 'zset')
+    end
+    return {ended, indexes}
+  end)
+  if not ok or plan == nil then
+    return
+  end
+  local ended = plan[1]
+  redis.call('ZREM', finished, unpack(ended))
+  for _, index in ipairs(plan[2]) do
+    redis.call('ZREM', index, unpack(ended))
+  end
+end
+
 -- The start of every call: its KEYS and ARGV, and a fresh per-call state for the helpers above
 -- (the library lives on between calls; no check or write may leak from one call to the next).
 local function begin(keys, args)

@@ -1,7 +1,7 @@
 -- finish.lua: complete, or fail for good, one or more held jobs (one state per call).
 --
 -- KEYS[1]  completed or failed zset   KEYS[2]  idempotency-key prefix, '{ns}:key:'
--- KEYS[3]  state index prefix, '{ns}:state:'
+-- KEYS[3]  state index prefix, '{ns}:state:'   KEYS[4]  job types set
 -- then 2 per job:  record (hash), leased zset of its type
 --
 -- ARGV[1]  now ms, or '' for the server's TIME
@@ -10,13 +10,11 @@
 --
 -- Returns per job: 1 finished, 0 (nothing written) the token does not hold the job. A job is
 -- kept until max(now + retention, keep_until) by the script clock; its record and key index
--- expire in real time a margin later. When a job finished, entries of the finished zset whose
--- retention has ended are pruned, a bounded number per call.
-
-local PRUNE_BATCH = 64
+-- expire in real time a margin later. When a job finished, jobs whose retention has ended are
+-- pruned from the finished zset and the state indexes, a bounded number per call (prune_ended).
 
 local now = now_ms(ARGV[1])
-local finished, index_prefix, sp = KEYS[1], KEYS[2], KEYS[3]
+local finished, index_prefix, sp, types = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local state = ARGV[2]
 local failing = state == 'failed'
 local FIELDS = {'token', 'key', 'keep_until', 'created_at'}
@@ -61,12 +59,9 @@ local function apply(plan)
   return 1
 end
 
-local results = for_each_job(3, 2, 4, 3, check, apply)
+local results = for_each_job(4, 2, 4, 3, check, apply)
 write_later(0, 0)
 if finished_any then
-  local ended = redis.call('ZRANGE', finished, '-inf', now, 'BYSCORE', 'LIMIT', 0, PRUNE_BATCH)
-  if #ended > 0 then
-    redis.call('ZREM', finished, unpack(ended))
-  end
+  prune_ended(finished, state, sp, types, now)
 end
 return results

@@ -102,6 +102,41 @@ async def test_finished_entries_are_pruned_by_later_finishes(
     assert await admin.zrange(driver.keys.completed, 0, -1) == [(second or "").encode()]
 
 
+@pytest.mark.parametrize("state", ["completed", "failed", "cancelled"])
+async def test_a_job_past_retention_leaves_the_state_indexes_and_stats(
+    harness: RedisHarness, admin: Redis, state: str
+) -> None:
+    driver = harness.redis_driver(retain_completed_ms=RETAIN_MS, retain_failed_ms=RETAIN_MS)
+    keys = driver.keys
+
+    async def finish_one(job_type: str) -> str:
+        job_id = await driver.enqueue(new_request(job_type))
+        assert job_id is not None
+        if state == "cancelled":
+            assert await driver.cancel(job_id)
+            return job_id
+        [job] = await driver.claim(1, LEASE_MS, [job_type])
+        if state == "completed":
+            assert await driver.complete(job.id, job.lease_token)
+        else:
+            assert await driver.fail(job.id, job.lease_token, error="e")
+        return job_id
+
+    old = [await finish_one("a"), await finish_one("b")]
+    harness.clock.advance(RETAIN_MS)
+    for job_id in old:  # their records expire (PEXPIRE, real time)
+        await admin.delete(keys.job(job_id))
+    new = await finish_one("a")
+
+    for index in (keys.state(state), keys.state(state, "a"), keys.state(state, "b")):
+        assert not {job_id.encode() for job_id in old} & set(await admin.zrange(index, 0, -1))
+    assert await admin.zrange(keys.state(state), 0, -1) == [new.encode()]
+    stats = await driver.stats()
+    assert (getattr(stats["a"], state), getattr(stats.get("b"), state, 0)) == (1, 0)
+    page = await driver.list_jobs(state=state)  # type: ignore[arg-type]
+    assert [info.id for info in page.jobs] == [new]
+
+
 async def test_a_heartbeat_for_a_missing_job_creates_no_key(
     harness: RedisHarness, admin: Redis
 ) -> None:

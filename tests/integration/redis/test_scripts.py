@@ -190,20 +190,31 @@ async def test_a_batch_is_one_script_call_per_max_batch_jobs_in_one_round_trip(
     harness: RedisHarness, sent: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     driver = harness.redis_driver()
-    writes = 0
+    events: list[str] = []
+    carriers: set[int] = set()  # the connection of the script calls (not the policy check's)
     send = AbstractConnection.send_packed_command
+    read = AbstractConnection.read_response
 
     async def counted(self: AbstractConnection, command: Any, *args: Any, **kw: Any) -> None:
-        nonlocal writes
         chunks = [command] if isinstance(command, bytes) else list(command)
-        writes += any(b"FCALL" in bytes(chunk) for chunk in chunks)
+        if any(b"FCALL" in bytes(chunk) for chunk in chunks):
+            carriers.add(id(self))
+            events.append("send")
         await send(self, command, *args, **kw)
 
+    async def reading(self: AbstractConnection, *args: Any, **kw: Any) -> Any:
+        if id(self) in carriers:
+            events.append("read")
+        return await read(self, *args, **kw)
+
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
+    monkeypatch.setattr(AbstractConnection, "read_response", reading)
     requests = [new_request(key=f"k{n % 400}") for n in range(2 * MAX_BATCH + 50)]
     del sent[:]
     results = await driver.enqueue_many(requests)
     assert sum(word(command[0]).upper() == "FCALL" for command in sent) == 3
-    assert writes == 1  # the writes that carry a script call: one round trip
+    # One round trip: each call is sent as soon as it is packed (Redis runs the first while the
+    # next is packed), and no reply is read before the last is sent.
+    assert events[:6] == ["send"] * 3 + ["read"] * 3
     assert results == [r.id if n < 400 else None for n, r in enumerate(requests)]
     assert (await driver.counts())["pending"] == 400

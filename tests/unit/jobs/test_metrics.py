@@ -193,6 +193,62 @@ def test_without_a_meter_provider_nothing_is_read() -> None:
     assert result.stdout.strip() == "0"
 
 
+def test_a_meter_provider_set_after_jobs_ran_counts_the_next_ones() -> None:
+    """In a fresh process: jobs run before any meter provider is set go uncounted (nothing
+    recorded them); once one is set, the next enqueue and execution are counted."""
+    script = textwrap.dedent(
+        """
+        import asyncio
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from jobs import InProcessJobDriver, JobHandlerRegistry, JobQueue, JobRunner
+
+        async def run_one(driver, registry, done):
+            await JobQueue(driver).enqueue("t")
+            runner = JobRunner(driver, registry)
+            runner.start()
+            await asyncio.wait_for(done.get(), 10)
+            while runner.stats["completed"] < 1:
+                await asyncio.sleep(0.001)
+            await runner.close()
+
+        def points(reader, name):
+            data = reader.get_metrics_data()
+            return [
+                point.value
+                for resource in data.resource_metrics
+                for scope in resource.scope_metrics
+                for metric in scope.metrics
+                if metric.name == name
+                for point in metric.data.data_points
+            ]
+
+        async def main():
+            driver = InProcessJobDriver()
+            registry = JobHandlerRegistry()
+            done = asyncio.Queue()
+
+            async def handler(payload):
+                done.put_nowait(payload)
+
+            registry.register("t", handler)
+            await run_one(driver, registry, done)
+            reader = InMemoryMetricReader()
+            metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+            await run_one(driver, registry, done)
+            print(points(reader, "jobs.enqueued"), points(reader, "jobs.executions"))
+
+        asyncio.run(main())
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[1]", "[1]"]
+
+
 async def test_a_scheduled_job_is_counted_and_traced_from_its_enqueue(
     metric_reader: InMemoryMetricReader, span_exporter: InMemorySpanExporter
 ) -> None:

@@ -511,3 +511,34 @@ async def test_a_slot_takes_the_next_job_while_the_last_one_settles() -> None:
     await wait_until(lambda: runner.stats["completed"] == 3, message="all settled")
     assert started == [0, 1, 2]
     await runner.close()
+
+
+async def test_a_settled_attempt_is_freed_without_the_garbage_collector() -> None:
+    """Nothing of an attempt (its lease, task, signal) is left in a reference cycle: with the
+    collector off, none of them outlives its settle. A cycle per job costs every drain the
+    collector's passes over them (measured: about 3 us a job)."""
+    import gc
+
+    from jobs.execution import Attempt
+    from jobs.leases import Lease
+
+    driver = InProcessJobDriver()
+    registry = JobHandlerRegistry()
+    done: list[str] = []
+
+    async def works(payload: Any) -> None:
+        done.append("x")
+
+    registry.register("t", works)
+    ids = [await JobQueue(driver).enqueue("t") for _ in range(20)]
+    runner = JobRunner(driver, registry, concurrency=4, prefetch=4)
+    gc.collect()
+    gc.disable()
+    try:
+        runner.start()
+        await wait_until(lambda: runner.stats["completed"] == len(ids))
+        await runner.close()
+        left = [o for o in gc.get_objects() if isinstance(o, Attempt | Lease)]
+    finally:
+        gc.enable()
+    assert left == []

@@ -210,3 +210,55 @@ def test_without_an_sdk_a_propagated_context_is_carried_as_it_is() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "None"]
+
+
+def test_a_tracer_provider_installed_after_the_first_jobs_traces_the_next_ones() -> None:
+    """In a fresh process: jobs enqueued and run before any provider is set make no spans;
+    once one is set (after jobs already ran through the no-SDK path), the next job has its
+    enqueue and execution spans, in one trace."""
+    script = textwrap.dedent(
+        """
+        import asyncio
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+        from jobs import InProcessJobDriver, JobHandlerRegistry, JobQueue, JobRunner
+
+        async def run_one(driver, queue, registry, done):
+            await queue.enqueue("t")
+            runner = JobRunner(driver, registry)
+            runner.start()
+            await asyncio.wait_for(done.get(), 10)
+            await runner.close()
+
+        async def main():
+            driver = InProcessJobDriver()
+            queue = JobQueue(driver)
+            done = asyncio.Queue()
+            registry = JobHandlerRegistry()
+
+            async def handler(payload):
+                done.put_nowait(payload)
+
+            registry.register("t", handler)
+            await run_one(driver, queue, registry, done)
+            exporter = InMemorySpanExporter()
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(exporter))
+            trace.set_tracer_provider(provider)
+            await run_one(driver, queue, registry, done)
+            spans = {span.name: span for span in exporter.get_finished_spans()}
+            enqueue, job = spans["jobs.enqueue t"], spans["jobs.job.t"]
+            print(sorted(spans), job.parent.span_id == enqueue.context.span_id)
+
+        asyncio.run(main())
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['jobs.enqueue", "t',", "'jobs.job.t']", "True"]
