@@ -19,6 +19,8 @@ from .load import (
     redis_script_loop_rate,
 )
 from .outbox_load import (
+    PRODUCERS,
+    WARMUP_S,
     LoadResult,
     Rate,
     outbox_under_load,
@@ -112,7 +114,8 @@ async def single_enqueue_rows(runs: int, n: int = 2_000) -> None:
 
 
 async def outbox_load_rows(runs: int, duration_s: float, kinds: list[str]) -> None:
-    print(f"\nOutbox under load: {10} producers for {duration_s:g} s (order row + entry per "
+    print(f"\nOutbox under load: {PRODUCERS} producers for {duration_s:g} s after a {WARMUP_S:g} s "
+          "warm-up (order row + entry per "
           "transaction), relay batch 100, runner concurrency 10; raw = the same transaction "
           "with the bare client in the same run. Targets: commit/raw >= 0.60 (PostgreSQL), "
           ">= 0.30 (SQLite); e2e/commit >= 0.95; p99 <= 50 ms (PostgreSQL), <= 100 ms (SQLite). "

@@ -3,8 +3,10 @@
 Each producer transaction inserts one order row and appends one outbox entry, for
 ``duration_s``; the relay (batches of 100) hands the entries to the job store (on the same
 database, or on Redis) and the runner (concurrency 10) runs a handler that records when it
-started. Measured: commit tx/s, end-to-end jobs/s (handlers started over the time from the
-first commit to the last handler), commit-to-handler p50/p99 ms.
+started. Measured after a warm-up of ``WARMUP_S`` (the producers already committing, pools filling,
+statements being prepared; not counted): commit tx/s, end-to-end jobs/s (handlers started
+over the time from the window's start to the last handler), commit-to-handler p50/p99 ms of
+the transactions committed in the window.
 
 The references, in the same run: the same transaction (one INSERT into an orders table and one
 into an entries table, then COMMIT) with raw asyncpg on 10 connections, and with raw sqlite3
@@ -12,7 +14,7 @@ into an entries table, then COMMIT) with raw asyncpg on 10 connections, and with
 SQLAlchemy's own cost from ours, the same two INSERTs through a plain SQLAlchemy session
 (``async_sessionmaker(engine).begin()``, Core inserts, the engine from ``create_engine``) with
 no outbox, relay or runner. Each also reports the process CPU per transaction (ours includes
-the relay and runner running in the same process meanwhile).
+the relay and runner running in the same process meanwhile), after the same warm-up.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from .outbox import database
 from .outbox_worker import relay_and_runner
 
 PRODUCERS = 10
+WARMUP_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +117,9 @@ async def outbox_under_load(
             start, finish = _worker_here(jobs, outbox, started_at)
         await start()
         counter = iter(range(10**9))
-        first_commit = time.perf_counter()
-        cpu_start = time.process_time()
-        deadline = first_commit + duration_s
+        window = time.perf_counter() + WARMUP_S
+        deadline = window + duration_s
+        cpu_start = asyncio.get_running_loop().create_task(_cpu_at(window))
 
         async def produce() -> None:
             while time.perf_counter() < deadline:
@@ -128,16 +131,18 @@ async def outbox_under_load(
 
         try:
             await asyncio.gather(*(produce() for _ in range(PRODUCERS)))
-            commit_time = time.perf_counter() - first_commit
-            commit_cpu = time.process_time() - cpu_start
-            total = len(committed_at)
+            commit_time = time.perf_counter() - window
+            commit_cpu = time.process_time() - await cpu_start
         finally:
             await finish(len(committed_at))
-        latencies = sorted((started_at[n] - committed_at[n]) * 1000 for n in started_at)
-        last = max(started_at.values(), default=first_commit)
+        measured = [n for n, at in committed_at.items() if at >= window]
+        total = len(measured)
+        delivered = [n for n in measured if n in started_at]
+        latencies = sorted((started_at[n] - committed_at[n]) * 1000 for n in delivered)
+        last = max((started_at[n] for n in delivered), default=window)
         return LoadResult(
             commits_per_s=total / commit_time,
-            delivered_per_s=len(started_at) / (last - first_commit),
+            delivered_per_s=len(latencies) / (last - window),
             p50_ms=statistics.median(latencies) if latencies else float("nan"),
             p99_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
             if latencies
@@ -164,27 +169,20 @@ async def sqlalchemy_rate(kind: str, duration_s: float) -> Rate:
             async with engine.begin() as conn:
                 await conn.run_sync(metadata.create_all)
             sessions = async_sessionmaker(engine, expire_on_commit=False)
-            done = 0
-            deadline = time.perf_counter() + duration_s
 
-            async def produce() -> None:
-                nonlocal done
-                while time.perf_counter() < deadline:
-                    async with sessions.begin() as session:
-                        await session.execute(orders.insert().values(note="order"))
-                        await session.execute(
-                            entries.insert().values(
-                                id=str(uuid.uuid4()),
-                                type="order.placed",
-                                payload='{"n": 1}',
-                                created_at=int(time.time() * 1000),
-                            )
+            async def transaction(_: int) -> None:
+                async with sessions.begin() as session:
+                    await session.execute(orders.insert().values(note="order"))
+                    await session.execute(
+                        entries.insert().values(
+                            id=str(uuid.uuid4()),
+                            type="order.placed",
+                            payload='{"n": 1}',
+                            created_at=int(time.time() * 1000),
                         )
-                    done += 1
+                    )
 
-            clock = _CpuClock()
-            await asyncio.gather(*(produce() for _ in range(PRODUCERS)))
-            return clock.rate(done)
+            return await _timed(transaction, duration_s)
         finally:
             if kind == "postgres":
                 async with engine.begin() as conn:
@@ -193,6 +191,35 @@ async def sqlalchemy_rate(kind: str, duration_s: float) -> Rate:
 
 
 _Phase = Callable[[], Awaitable[None]]
+
+
+async def _timed(transaction: Callable[[int], Awaitable[None]], duration_s: float) -> Rate:
+    """``PRODUCERS`` loops of ``transaction(producer)``: ``WARMUP_S`` not counted, then
+    ``duration_s`` measured."""
+    window = time.perf_counter() + WARMUP_S
+    deadline = window + duration_s
+    done = 0
+
+    async def produce(producer: int) -> None:
+        nonlocal done
+        while (now := time.perf_counter()) < deadline:
+            await transaction(producer)
+            if now >= window:
+                done += 1
+
+    async def clock_at_window() -> _CpuClock:
+        await asyncio.sleep(max(0.0, window - time.perf_counter()))
+        return _CpuClock()
+
+    clock = asyncio.get_running_loop().create_task(clock_at_window())
+    await asyncio.gather(*(produce(producer) for producer in range(PRODUCERS)))
+    return (await clock).rate(done)
+
+
+async def _cpu_at(moment: float) -> float:
+    """The process CPU time at ``moment`` (a ``perf_counter`` reading): the window's start."""
+    await asyncio.sleep(max(0.0, moment - time.perf_counter()))
+    return time.process_time()
 
 
 def _orders_table(prefix: str, metadata: MetaData) -> Table:
@@ -285,27 +312,21 @@ async def raw_asyncpg_rate(duration_s: float) -> Rate:
         "bigint)"
     )
     connections = [await asyncpg.connect(dsn) for _ in range(PRODUCERS)]
-    done = 0
-    deadline = time.perf_counter() + duration_s
 
-    async def produce(connection: Any) -> None:
-        nonlocal done
-        while time.perf_counter() < deadline:
-            async with connection.transaction():
-                await connection.execute(f"INSERT INTO {orders} (note) VALUES ($1)", "order")
-                await connection.execute(
-                    f"INSERT INTO {entries} VALUES ($1, $2, $3, $4)",
-                    uuid.uuid4().hex,
-                    "order.placed",
-                    '{"n": 1}',
-                    int(time.time() * 1000),
-                )
-            done += 1
+    async def transaction(producer: int) -> None:
+        connection = connections[producer]
+        async with connection.transaction():
+            await connection.execute(f"INSERT INTO {orders} (note) VALUES ($1)", "order")
+            await connection.execute(
+                f"INSERT INTO {entries} VALUES ($1, $2, $3, $4)",
+                uuid.uuid4().hex,
+                "order.placed",
+                '{"n": 1}',
+                int(time.time() * 1000),
+            )
 
-    clock = _CpuClock()
     try:
-        await asyncio.gather(*(produce(connection) for connection in connections))
-        return clock.rate(done)
+        return await _timed(transaction, duration_s)
     finally:
         for connection in connections:
             await connection.close()
@@ -325,12 +346,13 @@ def raw_sqlite3_rate(duration_s: float) -> Rate:
         setup.commit()
         setup.close()
         counts = [0] * PRODUCERS
-        deadline = time.perf_counter() + duration_s
+        window = time.perf_counter() + WARMUP_S
+        deadline = window + duration_s
 
         def produce(index: int) -> None:
             connection = sqlite3.connect(path, timeout=30, isolation_level=None)
             connection.execute("PRAGMA synchronous=FULL")
-            while time.perf_counter() < deadline:
+            while (now := time.perf_counter()) < deadline:
                 connection.execute("BEGIN IMMEDIATE")
                 connection.execute("INSERT INTO orders (note) VALUES (?)", ("order",))
                 connection.execute(
@@ -338,13 +360,15 @@ def raw_sqlite3_rate(duration_s: float) -> Rate:
                     (uuid.uuid4().hex, "order.placed", '{"n": 1}', int(time.time() * 1000)),
                 )
                 connection.execute("COMMIT")
-                counts[index] += 1
+                if now >= window:
+                    counts[index] += 1
             connection.close()
 
-        clock = _CpuClock()
         threads = [threading.Thread(target=produce, args=(i,)) for i in range(PRODUCERS)]
         for thread in threads:
             thread.start()
+        time.sleep(max(0.0, window - time.perf_counter()))
+        clock = _CpuClock()
         for thread in threads:
             thread.join()
         return clock.rate(sum(counts))

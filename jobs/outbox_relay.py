@@ -8,8 +8,11 @@ puts the entry back after a backoff; a relay that dies leaves its entries to the
 
 While a full batch is being handed over, the next claim is already in flight: claimed entries
 are leased, so the next claim takes the entries after them (fencing holds), and batches are
-handed over in the order they were claimed. Woken right after a commit that appended (the
-store's ``wait_for_entries``), polling as the fallback. Lifecycle phase 20, started like the
+handed over in the order they were claimed. Likewise a published batch is marked while the
+loop claims the next one (one mark in flight at a time): a mark that fails is logged and its
+entries, still leased, are handed over again after their lease (the job key drops the repeat).
+Woken right after a commit that appended (the store's ``wait_for_entries``), polling as the
+fallback. Lifecycle phase 20, started like the
 runner. The loop runs under a ``Supervisor`` (restarted after anything unexpected escapes it);
 ``health()`` says whether the store answered within three poll intervals and the loop is alive.
 The first claim checks the store: if it cannot be reached, one line says so, naming it.
@@ -75,12 +78,14 @@ class OutboxRelay:
         self._contact = StoreContact()
         self._started = False
         self._next_claim: asyncio.Task[list[OutboxEntry]] | None = None
+        self._marking: asyncio.Task[None] | None = None
         self._stopping = False
         self._closed = False
         self._last_prune = 0.0
         self._unwatch: Callable[[], None] = lambda: None
         self._relay_failures = FailureStreak("relaying outbox entries")
         self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
+        self._mark_failures = FailureStreak("marking outbox entries published", level="WARNING")
 
     @property
     def is_running(self) -> bool:
@@ -125,6 +130,7 @@ class OutboxRelay:
         self.stop()
         await self._supervisor.close()
         await self._finish_prefetched_claim()
+        await self._marked()
         self._unwatch()
 
     async def relay_once(self) -> int:
@@ -145,7 +151,7 @@ class OutboxRelay:
             self._next_claim = asyncio.get_running_loop().create_task(
                 self.store.claim(self.batch_size, self.lease_ms), name="jobs.outbox-relay.claim"
             )
-        await self._hand_over(entries)
+        await self._hand_over(entries, mark_later=prefetch)
         await self._prune_now_and_then()
         return len(entries)
 
@@ -191,7 +197,9 @@ class OutboxRelay:
     async def _wait(self, waiting: Any) -> None:
         await self._supervisor.wait(waiting)
 
-    async def _hand_over(self, entries: Sequence[OutboxEntry]) -> None:
+    async def _hand_over(self, entries: Sequence[OutboxEntry], *, mark_later: bool = False) -> None:
+        """Publish ``entries`` and mark them; ``mark_later``: the batch's mark goes on beside
+        the caller's next claim (after the previous batch's mark ended)."""
         if not entries:
             return
         publish_many = getattr(self.publisher, "publish_many", None)
@@ -220,6 +228,31 @@ class OutboxRelay:
             return
         for span in spans:
             end_publish_span(span)
+        if not mark_later:
+            await self._mark(entries)
+            return
+        await self._marked()
+        self._marking = asyncio.get_running_loop().create_task(
+            self._mark(entries), name="jobs.outbox-relay.mark"
+        )
+
+    async def _marked(self) -> None:
+        """Wait for the batch mark in flight, if any; a failed one is logged, its entries left
+        to their lease."""
+        marking, self._marking = self._marking, None
+        if marking is None:
+            return
+        try:
+            await marking
+        except Exception as exc:
+            self._contact.failed(exc)
+            self._mark_failures.failed(
+                exc, then="the batch's entries are handed over again after their lease"
+            )
+        else:
+            self._mark_failures.succeeded()
+
+    async def _mark(self, entries: Sequence[OutboxEntry]) -> None:
         marked = set(await self.store.mark_published_many(entries))
         self.stats["published"] += len(marked)
         record_published_batch(entries, marked)

@@ -129,5 +129,83 @@ async def test_a_running_relay_with_claims_ahead_delivers_a_backlog_each_once(ap
     assert sorted(order) == list(range(500))
 
 
+class SlowMarks:
+    """Delegates to a store; each ``mark_published_many`` waits for ``release`` (or fails with
+    ``failure``), and the claims that return entries while a mark waits are counted."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.release = asyncio.Event()
+        self.marking = 0
+        self.claims_while_marking = 0
+        self.failure: Exception | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+    async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:
+        entries: list[OutboxEntry] = await self.target.claim(limit, lease_ms)
+        if entries and self.marking:
+            self.claims_while_marking += 1
+        return entries
+
+    async def mark_published_many(self, entries: Sequence[OutboxEntry]) -> list[str]:
+        self.marking += 1
+        try:
+            await self.release.wait()
+            if self.failure is not None:
+                raise self.failure
+            marked: list[str] = await self.target.mark_published_many(entries)
+            return marked
+        finally:
+            self.marking -= 1
+
+
+async def test_a_running_relay_claims_the_next_batch_while_the_last_one_is_marked(
+    app: App,
+) -> None:
+    store = SlowMarks(app.outbox)
+    relay = OutboxRelay(store, JobOutboxPublisher(app.queue), poll_interval_ms=20)  # type: ignore[arg-type]
+    await _append(app, 3)
+    relay.start()
+    try:
+        await wait_until(lambda: store.marking == 1, message="the first batch's mark waiting")
+        await _append(app, 2, start=3)
+        # The next batch is claimed and published while the first mark is still waiting.
+        await wait_until(lambda: _has_jobs(app, 5), message="both batches enqueued")
+        assert (store.claims_while_marking, relay.stats["published"]) == (1, 0)
+        store.release.set()
+        await wait_until(lambda: relay.stats["published"] == 5, message="both batches marked")
+    finally:
+        store.release.set()
+        await relay.close()
+    assert await app.outbox.claim(10, LEASE_MS) == []
+
+
+async def test_a_mark_that_fails_leaves_its_entries_to_their_lease_and_each_job_is_stored_once(
+    app: App,
+) -> None:
+    store = SlowMarks(app.outbox)
+    store.failure = ConnectionError("the database went away (test)")
+    store.release.set()
+    relay = OutboxRelay(store, JobOutboxPublisher(app.queue), poll_interval_ms=20)  # type: ignore[arg-type]
+    await _append(app, 4)
+    relay.start()
+    try:
+        await wait_until(lambda: _has_jobs(app, 4), message="the batch enqueued")
+        await wait_until(lambda: store.marking == 0, message="the mark failed")
+        store.failure = None
+        app.outbox_clock.advance(LEASE_MS)  # the entries' lease ends: they go again
+        await wait_until(lambda: relay.stats["published"] == 4, message="handed over again")
+    finally:
+        await relay.close()
+    assert await app.job_count() == 4  # the repeat was dropped by the job key
+    assert await app.outbox.claim(10, LEASE_MS) == []
+
+
+async def _has_jobs(app: App, count: int) -> bool:
+    return await app.job_count() == count
+
+
 def _fields(entry: OutboxEntry) -> dict[str, Any]:
     return {name: getattr(entry, name) for name in entry.__slots__}
