@@ -356,7 +356,9 @@ class SQLAlchemyJobStore(SQLOperations):
         return list(types) if self._postgres else json.dumps(list(types))
 
     async def _fetch(self, statement: str, **params: Any) -> list[Row]:
-        await self._ready(params)
+        if self._closed or not self._schema_ready:
+            await self._ready(params)
+        params["now"] = self._now()
         return await self._backend.fetch(self._sql[statement], params)
 
     async def _fetch_unsorted(self, statement: str, **params: Any) -> list[Row]:
