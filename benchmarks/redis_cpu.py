@@ -18,7 +18,7 @@ a job can take in this design (enqueue: HSET + ZADD, one call per job, one at a 
 ZREM + ZADD per job; complete: HSET + ZREM + PEXPIRE per job, the completes of one claim in one
 pipeline), which checks nothing and keeps no index, counter or dedupe key.
 
-Also printed per phase: the EVALSHA calls per job, the EVALSHA ``usec`` of ``INFO
+Also printed per phase: the script calls (FCALL, EVALSHA) per job, their ``usec`` of ``INFO
 commandstats`` per job (time inside the scripts) and the Redis commands the scripts called per
 job (commandstats counts the calls made from Lua).
 """
@@ -321,7 +321,7 @@ async def redis_cpu_rows(runs: int, n: int = 2_000, batch: int = 1_000) -> None:
         f"<= {TARGET_DRAINED_US} us per drained job\n"
     )
     _row(
-        "phase", "ours us/job", "EVALSHA/job", "in-script us/job", "commands/job",
+        "phase", "ours us/job", "script calls/job", "in-script us/job", "commands/job",
         "bare Lua queue us/job", "one-HSET script us/call", "ours/bare", "target us",
     )  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")

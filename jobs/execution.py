@@ -9,7 +9,7 @@ the job belongs to its new holder, or an operator cancelled it (``ctx.signal.rea
 which). A reclaimed job whose attempt is past its handler's ``max_attempts`` (its worker died
 on the last one) fails with the lease-expired error without running: the handler's options
 govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type
-and attempt (``telemetry.job_logs``: what loguru's ``contextualize`` sets). The store calls
+and attempt (``telemetry.JobLogs``: what loguru's ``contextualize`` sets). The store calls
 themselves go through ``settling.Settler``. An attempt knows the services it is given
 (``AttemptServices``), never the runner.
 """
@@ -37,16 +37,16 @@ from .errors import (
     RetryLater,
 )
 from .leases import Lease, LeaseKeeper
-from .metrics import record_execution
+from .metrics import metering, record_execution
 from .payload import decode_payload
 from .retry import Backoff
 from .settling import Settler
 from .telemetry import (
+    JobLogs,
     activate,
     deactivate,
     describe_error,
     end_span,
-    job_logs,
     log_failure,
     log_retry,
     start_job_span,
@@ -161,7 +161,19 @@ class Attempt:
     async def _call_handler(self) -> BaseException | None:
         result: BaseException | None = None
         try:
-            await self._invoke()
+            handler = self.handler
+            args = self._arguments()
+            with JobLogs(self.job):
+                if handler.is_async:
+                    await handler.function(*args)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(
+                        self.services.executor,
+                        _call_in,
+                        contextvars.copy_context(),
+                        handler.function,
+                        args,
+                    )
         except asyncio.CancelledError:
             if not (self.timed_out or self.lease_lost):
                 self._on_shutdown()
@@ -175,30 +187,20 @@ class Attempt:
             return self.interruption_error()
         return result
 
-    async def _invoke(self) -> None:
+    def _arguments(self) -> tuple[Any, ...]:
+        """The handler's arguments: the decoded (and validated) payload, and its context."""
         job, handler = self.job, self.handler
         payload = decode_payload(job.payload)
         definition = handler.options.definition
         if definition is not None:
             payload = definition.validate(payload)
-        args: tuple[Any, ...] = (payload,)
-        if handler.takes_context:
-            run_at = to_datetime(job.run_at_ms) if job.run_at_ms is not None else None
-            context = JobContext(
-                job.id, job.type, job.attempt, self.max_attempts, self.signal, job.key, run_at
-            )
-            args = (payload, context)
-        with job_logs(job):
-            if handler.is_async:
-                await handler.function(*args)
-                return
-            await asyncio.get_running_loop().run_in_executor(
-                self.services.executor,
-                _call_in,
-                contextvars.copy_context(),
-                handler.function,
-                args,
-            )
+        if not handler.takes_context:
+            return (payload,)
+        run_at = to_datetime(job.run_at_ms) if job.run_at_ms is not None else None
+        context = JobContext(
+            job.id, job.type, job.attempt, self.max_attempts, self.signal, job.key, run_at
+        )
+        return (payload, context)
 
     # -- interruptions -------------------------------------------------------------------------
 
@@ -242,7 +244,11 @@ class Attempt:
             beat = leases.settling(lease) if lease is not None else None
             if beat is not None:
                 await beat
-            outcome = await self._settle(error)
+            if error is None and not (lease is not None and lease.lost):  # the common case
+                completed = await self.services.settler.complete(self.job)
+                outcome: Outcome = "completed" if completed else self._refused()
+            else:
+                outcome = await self._settle(error)
         finally:
             if lease is not None:
                 leases.release(lease)
@@ -281,9 +287,12 @@ class Attempt:
         return self._ended(outcome, error)
 
     def _ended(self, outcome: Outcome, error: BaseException | None) -> Outcome:
+        span = self.span
+        if span is None and not metering():
+            return outcome
         duration_ms = (time.perf_counter() - self._started) * 1000
-        if self.span is not None:
-            end_span(self.span, outcome, duration_ms, error)
+        if span is not None:
+            end_span(span, outcome, duration_ms, error)
         record_execution(self.job.type, outcome, duration_ms)
         return outcome
 

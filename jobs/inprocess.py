@@ -369,7 +369,6 @@ class InProcessJobDriver:
         return entry[0] if entry is not None else None
 
     def _to_pending(self, record: JobRecord, run_at: int, now: int) -> None:
-        self._index.leave(record)
         record.state = "pending"
         record.token = None
         record.run_at = run_at
@@ -380,7 +379,6 @@ class InProcessJobDriver:
     def _lease(self, record: JobRecord, lease_ms: int, now: int, *, reclaimed: bool) -> ClaimedJob:
         record.attempts += 1
         if record.state != "active":
-            self._index.leave(record)
             record.state = "active"
             self._index.enter(record, now)
         record.seq = next(self._seq)
@@ -411,7 +409,6 @@ class InProcessJobDriver:
 
     def _finish(self, record: JobRecord, state: JobState, error: str | None, now: int) -> None:
         retain = self._retention.of_state(state)
-        self._index.leave(record)
         record.state = state
         self._index.enter(record, now)
         record.token = None

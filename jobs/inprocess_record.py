@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .clock import to_datetime
 from .driver import MAX_ERRORS_KEPT, FailedAttempt, JobInfo, JobState
@@ -28,11 +28,10 @@ class JobRecord:
     lease_until: int = 0
     expires_at: int = 0
     finished_at: int | None = None
-    errors: list[tuple[int, int, str]] = field(default_factory=list)  # (attempt, at, error)
+    errors: tuple[tuple[int, int, str], ...] = ()  # (attempt, at, error); no list per job
 
     def add_error(self, at: int, error: str) -> None:
-        self.errors.append((self.attempts, at, error))
-        del self.errors[:-MAX_ERRORS_KEPT]
+        self.errors = (*self.errors, (self.attempts, at, error))[-MAX_ERRORS_KEPT:]
 
 
 def job_info(record: JobRecord) -> JobInfo:

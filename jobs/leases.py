@@ -12,6 +12,7 @@ beat never lands after the job was settled.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 from loguru import logger
@@ -58,7 +59,7 @@ class LeaseKeeper:
 
     def hold(self, job: ClaimedJob, on_lost: Callable[[str], None]) -> Lease:
         """Start beating ``job``'s lease; ``on_lost`` runs if the store refuses a beat."""
-        lease = Lease(job, on_lost, asyncio.get_running_loop().time())
+        lease = Lease(job, on_lost, time.monotonic())
         self._leases.add(lease)
         return lease
 
@@ -87,7 +88,8 @@ class LeaseKeeper:
         return self.heartbeat_ms / 2000
 
     def sweep(self, now: float, interval_s: float) -> None:
-        """Send a beat for every lease whose last beat is at least ``interval_s`` old."""
+        """Send a beat for every lease whose last beat is at least ``interval_s`` old (``now``:
+        ``time.monotonic()``, the clock leases are held by)."""
         loop = asyncio.get_running_loop()
         for lease in list(self._leases):
             if lease.settling or now - lease.last_beat < interval_s:

@@ -260,11 +260,10 @@ class JobRunner:
 
     async def _beat_loop(self) -> None:
         interval_s = self.leases.sweep_interval_s
-        loop = asyncio.get_running_loop()
         supervisor = self._supervisor
         while not supervisor.stopping(HEARTBEAT_LOOP):
             await supervisor.wait(asyncio.sleep(interval_s))
-            self.leases.sweep(loop.time(), interval_s)
+            self.leases.sweep(time.monotonic(), interval_s)
 
     async def _wait(self, waiting: Awaitable[Any]) -> None:
         """Await something ``stop()`` may interrupt (through the supervisor)."""

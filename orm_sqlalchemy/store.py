@@ -12,7 +12,7 @@ transaction: see ``_database/sql/`` for the statements and ``_database.connectio
 are run.
 Under load, calls that arrive together share a commit: SQLite runs them in one transaction
 (``_database.connections``), and ``complete_many`` (the runner's coalesced completes) is one
-statement on PostgreSQL; each caller still gets its own outcome, once durable.
+statement on either database; each caller still gets its own outcome, once durable.
 
 Engine. ``SQLAlchemyJobStore(url=...)`` makes an engine with ``orm_sqlalchemy.engine`` and
 disposes it on close; ``engine=`` borrows one, which stays open (a SQLite engine is given the
@@ -235,20 +235,18 @@ class SQLAlchemyJobStore(SQLOperations):
         return await self._finish(job_id, lease_token, "completed", None)
 
     async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
-        """One statement on PostgreSQL; on SQLite the finishes share one commit (the
-        connection groups statements that arrive together)."""
+        """The batch in one statement, so one round trip and one commit on either database."""
         if not jobs:
             self._check_open()
             return []
-        if not self._postgres:
-            finishes = (self._finish(job_id, token, "completed", None) for job_id, token in jobs)
-            return list(await asyncio.gather(*finishes))
-        rows = await self._fetch(
-            "complete_many",
-            ids=[job_id for job_id, _ in jobs],
-            lease_tokens=[token for _, token in jobs],
-            retain_ms=self._retention.completed_ms,
-        )
+        if self._postgres:
+            params: dict[str, Any] = {
+                "ids": [job_id for job_id, _ in jobs],
+                "lease_tokens": [token for _, token in jobs],
+            }
+        else:
+            params = {"jobs": json.dumps(jobs)}
+        rows = await self._fetch("complete_many", retain_ms=self._retention.completed_ms, **params)
         completed = {row["id"] for row in rows}
         return [job_id in completed for job_id, _ in jobs]
 
@@ -358,7 +356,9 @@ class SQLAlchemyJobStore(SQLOperations):
         return list(types) if self._postgres else json.dumps(list(types))
 
     async def _fetch(self, statement: str, **params: Any) -> list[Row]:
-        await self._ready(params)
+        if self._closed or not self._schema_ready:
+            await self._ready(params)
+        params["now"] = self._now()
         return await self._backend.fetch(self._sql[statement], params)
 
     async def _fetch_unsorted(self, statement: str, **params: Any) -> list[Row]:

@@ -33,6 +33,7 @@ from jobs.settings import Retention
 
 from ._database.connections import Row
 from .rows import job_info, worker_info
+from .tables import state_key
 
 __all__ = ["SQLOperations"]
 
@@ -67,9 +68,11 @@ class SQLOperations:
         before_at, before_id = _PAST_EVERY_ROW
         if cursor is not None:
             before_at, before_id = decode_cursor(check_cursor(cursor))
+        state = None if state is None else check_state(state)
         rows = await self._fetch_unsorted(
             "list_jobs" if state is None else "list_jobs_in_state",
-            state=None if state is None else check_state(state),  # list_jobs does not read it
+            state=state,  # list_jobs reads neither
+            listed=None if state is None else state_key(state),
             type=None if job_type is None else check_type(job_type),
             before_at=before_at,
             before_id=before_id,

@@ -1,7 +1,9 @@
 """RedisJobDriver: the JobDriver SPI as Lua scripts over sorted sets and hashes, per namespace.
 
-Every transition (enqueue, claim, heartbeat, complete, retry, fail) is one Lua script, so its
-check and change are one atomic step (see ``redis_jobs/lua/``). Pending jobs wait in a sorted
+Every transition (enqueue, claim, heartbeat, complete, retry, fail) is one Lua function call,
+so its check and change are one atomic step (see ``redis_jobs/lua/``; the functions are one
+Redis Functions library, loaded on a server the first time it lacks it: Redis >= 7, whose user
+may run FUNCTION LOAD and FCALL). Pending jobs wait in a sorted
 set per type scored by ``run_at``, active ones in a sorted set per type scored by lease expiry;
 ``claim`` takes the earliest due of both for the types it is given (an expired lease is due at
 its expiry) and leases them in one call.

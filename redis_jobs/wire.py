@@ -1,6 +1,6 @@
 """One round trip of pre-packed commands through a pooled connection of a ``redis.asyncio.Redis``.
 
-The driver's calls are EVALSHAs of 10 to 3,000 arguments. ``Redis.execute_command`` and
+The driver's calls are FCALLs of 10 to 3,000 arguments. ``Redis.execute_command`` and
 ``Pipeline.execute`` pack each argument in Python (redis-py's asyncio packer) and wrap the
 exchange in per-command bookkeeping; measured on an enqueue (28 arguments) that cost ~50 us of
 client CPU on top of the ~110 us of a bare redis-py script call, and ~30 us per job of a bulk
@@ -8,7 +8,7 @@ enqueue. Here a command is packed once by hiredis (``hiredis.pack_command``, the
 redis-py's own sync client uses) and the round trip goes through redis-py's public connection
 API, as ``Pipeline.execute`` does it: a connection from the client's pool (Sentinel: one
 connected to the primary it discovered), ``send_packed_command`` and one ``read_response``
-per command (error replies parsed to redis-py's exceptions, NOSCRIPT included), under the
+per command (error replies parsed to redis-py's exceptions), under the
 connection's retry policy, released to the pool afterwards.
 
 Only a plain pooled ``Redis`` (also a Sentinel ``master_for`` client) goes this way; a

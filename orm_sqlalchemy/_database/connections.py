@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 import asyncpg  # type: ignore[import-untyped]
@@ -83,6 +84,20 @@ LINGER_S = 0.002
 _UNSORTED = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_sort = off"
 
 
+@dataclass(slots=True, eq=False)
+class _Held:
+    """A connection the store has out of the pool, with what every statement reads of it (read
+    once at checkout: SQLAlchemy's proxies cost a few attribute hops per read)."""
+
+    fairy: PoolProxiedConnection
+    driver: Any  # its asyncpg connection
+    read_committed: bool  # its transactions default to READ COMMITTED
+    kept_at: float = 0.0  # loop time it was last kept for the next statement
+
+    def broke(self) -> bool:
+        return self.fairy.dbapi_connection is None or bool(self.driver.is_closed())
+
+
 class PostgresBackend:
     """Statements on connections of the engine's pool, at most ``size`` at once.
 
@@ -96,7 +111,7 @@ class PostgresBackend:
         self._name = name
         self._slots = asyncio.Semaphore(size)
         self._closed = False
-        self._idle: list[tuple[PoolProxiedConnection, float]] = []
+        self._idle: list[_Held] = []
         self._sweep: asyncio.TimerHandle | None = None
         self._returning: set[asyncio.Task[None]] = set()
 
@@ -105,15 +120,27 @@ class PostgresBackend:
         return self._engine
 
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
+        # The hot path (every claim, settle and enqueue): written out rather than through
+        # ``_run``, which costs a closure and two more coroutines per statement.
         args = statement.bind(params)
-
-        async def run(driver: Any, read_committed: bool) -> list[Row]:
-            if read_committed:
-                return cast(list[Row], await driver.fetch(statement.text, *args))
-            async with driver.transaction(isolation="read_committed"):
-                return cast(list[Row], await driver.fetch(statement.text, *args))
-
-        return await self._run(run)
+        async with self._slots:
+            held = await self._acquire()
+            try:
+                if held.read_committed:
+                    rows = await held.driver.fetch(statement.text, *args)
+                else:
+                    async with held.driver.transaction(isolation="read_committed"):
+                        rows = await held.driver.fetch(statement.text, *args)
+            except asyncio.CancelledError:
+                # asyncpg cancels the statement on the server and waits for that before the
+                # connection's next one, so a cancelled connection goes back to the pool.
+                await self._checkin(held)
+                raise
+            except Exception as exc:
+                raise await self._failed(held, exc) from exc
+            if not self._keep(held):
+                await self._checkin(held)
+            return cast(list[Row], rows)
 
     async def fetch_unsorted(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
         """``fetch`` planned with ``enable_sort = off``, in a transaction of its own (SET LOCAL:
@@ -127,7 +154,7 @@ class PostgresBackend:
         """
         args = statement.bind(params)
 
-        async def run(driver: Any, _: bool) -> list[Row]:
+        async def run(driver: Any) -> list[Row]:
             await driver.execute(_UNSORTED)
             rows: list[Row] = await driver.fetch(statement.text, *args)
             await driver.execute("COMMIT")
@@ -138,26 +165,25 @@ class PostgresBackend:
     async def execute_script(self, script: str) -> None:
         """Run ``script`` (statements with inline literals only) as one simple-query round trip."""
 
-        async def run(driver: Any, _: bool) -> None:
+        async def run(driver: Any) -> None:
             await driver.execute(script)
 
         await self._run(run)
 
-    async def _run(self, work: Callable[[Any, bool], Awaitable[T]]) -> T:
-        """``work(asyncpg connection, defaults to READ COMMITTED)`` on a connection: the one
-        kept from the latest statement, else one of the pool's."""
+    async def _run(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        """``work(asyncpg connection)`` on a connection: the one kept from the latest
+        statement, else one of the pool's."""
         async with self._slots:
-            connection = await self._acquire()
+            held = await self._acquire()
             try:
-                result = await work(connection.driver_connection, connection.info[_READ_COMMITTED])
+                result = await work(held.driver)
             except asyncio.CancelledError:
-                # asyncpg cancels the statement on the server and waits for that before the
-                # connection's next one, so a cancelled connection goes back to the pool.
-                await self._checkin(connection)
+                await self._checkin(held)  # as in ``fetch``
                 raise
             except Exception as exc:
-                raise await self._failed(connection, exc) from exc
-            await self._release(connection)
+                raise await self._failed(held, exc) from exc
+            if not self._keep(held):
+                await self._checkin(held)
             return result
 
     async def close(self) -> None:
@@ -167,64 +193,66 @@ class PostgresBackend:
             self._sweep.cancel()
             self._sweep = None
         idle, self._idle = self._idle, []
-        await self._checkin_all([connection for connection, _ in idle])
+        await self._checkin_all(idle)
         await asyncio.gather(*self._returning, return_exceptions=True)
 
-    async def _acquire(self) -> PoolProxiedConnection:
+    async def _acquire(self) -> _Held:
         """The connection kept from the latest statement, else one of the pool's."""
         if self._closed:
             raise DriverError(f"{self._name} is closed")
-        while self._idle:
-            connection, _ = self._idle.pop()
-            if not _broke(connection):
-                return connection
-            await self._discard(connection)
+        idle = self._idle
+        while idle:
+            held = idle.pop()
+            if not held.broke():
+                return held
+            await self._discard(held)
         return await self._checkout()
 
-    async def _release(self, connection: PoolProxiedConnection) -> None:
-        """Keep ``connection`` for the next statement (see ``LINGER_S``)."""
-        driver: Any = connection.driver_connection
-        if self._closed or driver is None or driver.is_in_transaction():
-            await self._checkin(connection)
-            return
+    def _keep(self, held: _Held) -> bool:
+        """Keep ``held`` for the next statement (see ``LINGER_S``); False when it must go back
+        to the pool now (the store closed, or it was left inside a transaction)."""
+        if self._closed or held.driver.is_in_transaction():
+            return False
         loop = asyncio.get_running_loop()
-        self._idle.append((connection, loop.time()))
+        held.kept_at = loop.time()
+        self._idle.append(held)
         if self._sweep is None:
             self._sweep = loop.call_later(LINGER_S, self._return_unused)
+        return True
 
     def _return_unused(self) -> None:
         """Check in the kept connections unused for ``LINGER_S``; look again while any is kept."""
         self._sweep = None
         loop = asyncio.get_running_loop()
         cutoff = loop.time() - LINGER_S
-        unused: list[PoolProxiedConnection] = []
-        while self._idle and self._idle[0][1] <= cutoff:
-            unused.append(self._idle.pop(0)[0])
+        unused: list[_Held] = []
+        while self._idle and self._idle[0].kept_at <= cutoff:
+            unused.append(self._idle.pop(0))
         if unused:
             task = loop.create_task(self._checkin_all(unused), name=f"{self._name} pool return")
             self._returning.add(task)
             task.add_done_callback(self._returning.discard)
         if self._idle:
-            self._sweep = loop.call_at(self._idle[0][1] + LINGER_S, self._return_unused)
+            self._sweep = loop.call_at(self._idle[0].kept_at + LINGER_S, self._return_unused)
 
-    async def _checkin_all(self, connections: list[PoolProxiedConnection]) -> None:
-        for connection in connections:
-            await self._checkin(connection)
+    async def _checkin_all(self, connections: list[_Held]) -> None:
+        for held in connections:
+            await self._checkin(held)
 
-    async def _failed(self, connection: PoolProxiedConnection, exc: Exception) -> Exception:
-        """``exc`` raised by a statement on ``connection``: the connection back to the pool, or
+    async def _failed(self, held: _Held, exc: Exception) -> Exception:
+        """``exc`` raised by a statement on ``held``: the connection back to the pool, or
         invalidated if it broke; the error to raise in its place."""
         if isinstance(exc, asyncpg.PostgresError):  # the server refused it; the connection is fine
-            await self._checkin(connection)
-            lost = _broke(connection)
+            await self._checkin(held)
+            lost = held.broke()
         else:
-            lost = _broke(connection)
-            await self._discard(connection)
+            lost = held.broke()
+            await self._discard(held)
         if lost:
             return StoreUnavailableError(f"{self._name} lost its database connection: {exc}")
         return store_error(exc, self._name)
 
-    async def _checkout(self) -> PoolProxiedConnection:
+    async def _checkout(self) -> _Held:
         """A live connection of the pool: one the server closed while it sat idle is discarded
         (no round trip: asyncpg saw the socket close) and the next one taken."""
         for _ in range(_CHECKOUT_TRIES):
@@ -232,40 +260,35 @@ class PostgresBackend:
                 connection = await self._engine.raw_connection()
             except Exception as exc:
                 raise store_error(exc, self._name) from exc
-            if not _broke(connection):
+            driver: Any = connection.driver_connection
+            held = _Held(connection, driver, bool(connection.info.get(_READ_COMMITTED)))
+            if not held.broke():
                 break
-            await self._discard(connection)
+            await self._discard(held)
         else:
             raise StoreUnavailableError(f"{self._name}: every pooled connection was closed")
         if _READ_COMMITTED not in connection.info:
             try:
-                driver: Any = connection.driver_connection
                 level = await driver.fetchval(
                     "SELECT current_setting('default_transaction_isolation')"
                 )
             except BaseException:
-                await self._discard(connection)
+                await self._discard(held)
                 raise
-            connection.info[_READ_COMMITTED] = level == "read committed"
-        return connection
+            held.read_committed = connection.info[_READ_COMMITTED] = level == "read committed"
+        return held
 
-    async def _checkin(self, connection: PoolProxiedConnection) -> None:
+    async def _checkin(self, held: _Held) -> None:
         """Back to the pool; one left inside a transaction (a script that failed half-way) is
         discarded instead: the pool's reset does not see asyncpg's own transactions."""
-        driver: Any = connection.driver_connection
-        if driver is None or driver.is_in_transaction():
-            await self._discard(connection)
+        if held.fairy.dbapi_connection is None or held.driver.is_in_transaction():
+            await self._discard(held)
         else:
-            await greenlet_spawn(connection.close)
+            await greenlet_spawn(held.fairy.close)
 
-    async def _discard(self, connection: PoolProxiedConnection) -> None:
+    async def _discard(self, held: _Held) -> None:
         with contextlib.suppress(Exception):
-            await greenlet_spawn(connection.invalidate)
-
-
-def _broke(connection: PoolProxiedConnection) -> bool:
-    driver = connection.driver_connection
-    return driver is None or bool(driver.is_closed())
+            await greenlet_spawn(held.fairy.invalidate)
 
 
 _Statement = tuple[Statement, dict[str, Any]]

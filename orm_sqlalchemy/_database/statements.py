@@ -41,7 +41,7 @@ class Statement:
         """The driver's arguments: a tuple for ``$n`` placeholders, else the dict itself."""
         if self.positional is None:
             return params
-        return tuple(params[name] for name in self.positional)
+        return tuple(map(params.__getitem__, self.positional))
 
 
 @cache

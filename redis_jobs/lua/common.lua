@@ -321,7 +321,8 @@ local function check_state_indexes(sp, job_type, first, second)
   end
 end
 
--- Moves a job between the state indexes (from or to may be nil: added, removed).
+-- Moves a job between the state indexes (from or to may be nil: added, removed). created: ms,
+-- a number or already its text.
 local function later_move(sp, id, job_type, created, from, to)
   if from then
     local all, typed = state_index(sp, from, job_type)
@@ -330,7 +331,7 @@ local function later_move(sp, id, job_type, created, from, to)
   end
   if to then
     local all, typed = state_index(sp, to, job_type)
-    local score = int(created)
+    local score = type(created) == 'string' and created or int(created)
     later_zadd(all, score, id)
     later_zadd(typed, score, id)
   end

@@ -72,7 +72,7 @@ local function check(keys, args)
   if args[6] ~= '' then
     run_at = tonumber(args[6])
   end
-  return nil, {keys, args, stale, int(run_at), has_key}
+  return nil, {keys, args, stale, run_at == now and now_text or int(run_at), has_key}
 end
 
 local function apply(plan)
@@ -108,7 +108,7 @@ local function apply(plan)
   end
   redis.call('HSET', keys[1], unpack(fields))
   later_zadd(keys[2], run_at, id)
-  later_move(sp, id, job_type, now, nil, 'pending')
+  later_move(sp, id, job_type, now_text, nil, 'pending')
   if not known_types[job_type] then
     later_sadd(types, job_type)
     known_types[job_type] = true

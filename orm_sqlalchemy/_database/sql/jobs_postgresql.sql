@@ -5,6 +5,7 @@
 
 -- name: enqueue
 -- A key held by a row past its retention is taken over in place; a live one drops the job.
+-- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
     trace_context, keep_until, created_at
@@ -15,7 +16,7 @@ VALUES (
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     :timeout_ms, :key, :trace_context, :keep_until, {now}
 )
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
@@ -42,7 +43,7 @@ FROM unnest(
     CAST(:keep_untils AS bigint[])
 ) AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms, key, trace_context,
     keep_until)
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
@@ -165,11 +166,14 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: list_jobs_in_state
--- list_jobs of one state: a backward range scan of the state index (run as list_jobs is).
+-- list_jobs of one state: a backward range scan of the state index, whose first column keys
+-- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
+    AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END)
+        = CAST(:listed AS text)
     AND state = CAST(:state AS text)
     AND type = COALESCE(CAST(:type AS text), type)
     AND (expires_at IS NULL OR expires_at > {now})

@@ -7,6 +7,7 @@
 
 -- name: enqueue
 -- A key held by a row past its retention is taken over in place; a live one drops the job.
+-- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
     trace_context, keep_until, created_at
@@ -16,7 +17,7 @@ VALUES (
     COALESCE(:run_at, :now + :delay_ms), COALESCE(:run_at, :now + :delay_ms),
     :timeout_ms, :key, :trace_context, :keep_until, :now
 )
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
@@ -38,7 +39,7 @@ SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
     COALESCE(value ->> 4, :now + (value ->> 5)), COALESCE(value ->> 4, :now + (value ->> 5)),
     value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now
 FROM json_each(:jobs) WHERE true
-ON CONFLICT (key) DO UPDATE SET
+ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
@@ -102,6 +103,17 @@ UPDATE {table} SET
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
 
+-- name: complete_many
+-- complete for a batch: :jobs is a JSON array of [id, lease_token] pairs (each a job of its
+-- own, fenced by its token); returns the ids it completed. The pairs are looked up by id.
+UPDATE {table} SET
+    state = 'completed', lease_token = NULL, due_at = NULL, finished_at = :now,
+    expires_at = max(:now + :retain_ms, coalesce(keep_until, 0))
+WHERE state = 'active' AND (id, lease_token) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:jobs)
+)
+RETURNING id;
+
 -- name: retry
 UPDATE {table} SET
     state = 'pending', lease_token = NULL, last_error = :error,
@@ -148,12 +160,16 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: list_jobs_in_state
--- list_jobs of one state: a backward range scan of the state index.
+-- list_jobs of one state: a backward range scan of the state index, whose first column keys
+-- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
     created_at, finished_at, trace_context, errors
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
-    AND state = :state
+    AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END) = :listed
+    -- "+": a plain state = :state would be propagated into the CASE above, which would then
+    -- no longer be the indexed expression
+    AND +state = :state
     AND type = coalesce(:type, type)
     AND (expires_at IS NULL OR expires_at > :now)
 ORDER BY created_at DESC, id DESC

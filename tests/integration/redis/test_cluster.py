@@ -17,6 +17,7 @@ from redis.crc import key_slot
 
 from jobs.testing import new_request
 from redis_jobs import Keys, RedisJobDriver, delete_namespace
+from redis_jobs.library import LIBRARY
 from tests.support import captured_logs, wait_until
 
 from .failover import Load
@@ -53,6 +54,31 @@ def namespaces_on_distinct_masters(cluster: PrivateCluster, count: int) -> list[
         name = f"cluster-{uuid.uuid4().hex[:8]}"
         found.setdefault(cluster.master_of(slot_of(name)), name)
     return list(found.values())
+
+
+async def test_a_master_without_the_function_library_is_given_it_on_first_use(
+    cluster: PrivateCluster, client: RedisCluster
+) -> None:
+    [name] = namespaces_on_distinct_masters(cluster, 1)
+    driver = RedisJobDriver(client, namespace=name)
+    master = cluster.node(cluster.master_of(slot_of(name)))
+    try:
+        assert await driver.enqueue(new_request()) is not None
+        # As on a node that was given the slot by a resharding, or added after the library
+        # was loaded everywhere: the namespace's master has no library.
+        master.ask("FUNCTION", "FLUSH")
+        assert master.ask("FUNCTION", "LIST") == []
+        assert await driver.enqueue(new_request()) is not None
+        assert LIBRARY.name in str(master.ask("FUNCTION", "LIST", "LIBRARYNAME", LIBRARY.name))
+        jobs = await driver.claim(10, 30_000, ["t"])
+        assert len(jobs) == 2
+        assert await driver.complete_many([(job.id, job.lease_token) for job in jobs]) == [
+            True,
+            True,
+        ]
+    finally:
+        await driver.close()
+        await delete_namespace(client, name)
 
 
 async def test_two_namespaces_on_two_masters_are_drained_by_a_runner_each(
@@ -137,4 +163,3 @@ async def test_a_plain_client_on_a_cluster_node_is_told_to_use_a_cluster_client(
     finally:
         await driver.close()
         await plain.aclose()
-

@@ -18,7 +18,7 @@ from jobs.testing import new_request
 from orm_sqlalchemy._database.statements import Statement
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.store import PRUNE_BATCH, SQLAlchemyJobStore
-from orm_sqlalchemy.tables import job_schema
+from orm_sqlalchemy.tables import job_schema, state_key
 from tests.support import captured_logs, wait_until
 
 from .support import StoreHarness
@@ -78,7 +78,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     await old.close()
     # The shape of a job table made before the operations SPI: no errors column, no listing
     # indexes, no worker registry.
-    for index in ("created", "state"):
+    for index in ("created", "by_state"):
         await harness.sql(f'DROP INDEX "ix_{harness.table}_{index}"')
     await harness.sql(f'DROP TABLE "{harness.prefix}workers"')
     await harness.sql("ALTER TABLE {table} DROP COLUMN errors")
@@ -87,7 +87,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     alter = f"ALTER TABLE {harness.table} ADD COLUMN errors TEXT"
     with pytest.raises(StoreSchemaError, match=rf"has no column 'errors'.*`{alter}`"):
         await store.create_schema()
-    listing_indexes = {f"ix_{harness.table}_created", f"ix_{harness.table}_state"}
+    listing_indexes = {f"ix_{harness.table}_created", f"ix_{harness.table}_by_state"}
     tables, indexes = await listed_names(harness)
     assert tables == {harness.table}  # refused before anything was created
     assert not listing_indexes & indexes
@@ -101,6 +101,43 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     assert [job.id for job in page.jobs] == [before]
     assert page.jobs[0].errors == ()
     assert await store.list_workers() == []
+
+
+async def test_a_job_table_of_the_previous_version_is_upgraded_by_create_schema(
+    harness: StoreHarness,
+) -> None:
+    """Tables of the previous version had UNIQUE (key) over every row and a state index on the
+    plain state: they work as before, unmigrated, and create_schema brings them the partial key
+    index and the state index keyed by listed_state, and drops the state index (and on
+    PostgreSQL the full key constraint) they replace, which took entries per row version."""
+    old = harness.store()
+    await old.create_schema()
+    await old.close()
+    await harness.sql(f'DROP INDEX "ux_{harness.table}_key"')
+    await harness.sql(f'DROP INDEX "ix_{harness.table}_by_state"')
+    old_state = f"ix_{harness.table}_state"
+    await harness.sql(f'CREATE INDEX "{old_state}" ON {{table}} (state, created_at, id)')
+    full = f'"{harness.table}_key_key"'
+    if harness.postgres:
+        await harness.sql(f"ALTER TABLE {{table}} ADD CONSTRAINT {full} UNIQUE (key)")
+    else:  # an inline UNIQUE constraint is a full unique index on SQLite
+        await harness.sql(f"CREATE UNIQUE INDEX {full} ON {{table}} (key)")
+    unmigrated = harness.store(create_tables=False)
+    first = await unmigrated.enqueue(new_request(key="k"))
+    assert first is not None
+    assert await unmigrated.enqueue(new_request(key="k")) is None
+
+    store = harness.store()
+    await store.create_schema()
+    _, indexes = await listed_names(harness)
+    assert {f"ux_{harness.table}_key", f"ix_{harness.table}_by_state"} <= indexes
+    assert old_state not in indexes
+    if harness.postgres:
+        assert f"{harness.table}_key_key" not in indexes
+    assert await store.enqueue(new_request(key="k")) is None
+    assert await store.enqueue(new_request()) is not None
+    assert (await store.find_job("k")) is not None
+    assert [job.id for job in await store.claim(5, LEASE_MS, ["t"])][:1] == [first]
 
 
 async def listed_names(harness: StoreHarness) -> tuple[set[str], set[str]]:
@@ -117,7 +154,15 @@ async def listed_names(harness: StoreHarness) -> tuple[set[str], set[str]]:
 
 
 @pytest.mark.parametrize(
-    ("state", "job_type"), [("failed", None), (None, "t"), ("failed", "t"), (None, None)]
+    ("state", "job_type"),
+    [
+        ("failed", None),
+        (None, "t"),
+        ("failed", "t"),
+        (None, None),
+        ("pending", None),
+        ("active", "t"),
+    ],
 )
 async def test_a_list_page_is_read_off_an_index_in_order_on_a_fresh_table(
     harness: StoreHarness, state: str | None, job_type: str | None
@@ -131,13 +176,15 @@ async def test_a_list_page_is_read_off_an_index_in_order_on_a_fresh_table(
     name = "list_jobs" if state is None else "list_jobs_in_state"
     listing = store._sql[name]
     explain = "EXPLAIN " if harness.postgres else "EXPLAIN QUERY PLAN "
+    listed = None if state is None else state_key(state)
     params = {"before_at": 2**63 - 1, "before_id": "", "state": state, "type": job_type}
+    params["listed"] = listed
     plan = await store._backend.fetch_unsorted(
         Statement(name, explain + listing.text, listing.positional),
         {**params, "now": 0, "limit": 51},
     )
     steps = [str(row[0] if harness.postgres else row["detail"]) for row in plan]
-    index = f"ix_{harness.table}_{'created' if state is None else 'state'}"
+    index = f"ix_{harness.table}_{'created' if state is None else 'by_state'}"
     scan = f"Index Scan Backward using {index}" if harness.postgres else f"USING INDEX {index}"
     assert any(scan in step for step in steps), steps
     assert not any("Sort" in step or "TEMP B-TREE" in step for step in steps), steps
@@ -166,10 +213,11 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
     assert schema.jobs.name == harness.table
     assert harness.table in app_metadata.tables
     assert {index.name for index in schema.jobs.indexes} == {
+        f"ux_{harness.table}_key",
         f"ix_{harness.table}_due",
         f"ix_{harness.table}_expires",
         f"ix_{harness.table}_created",
-        f"ix_{harness.table}_state",
+        f"ix_{harness.table}_by_state",
     }
     assert schema.workers.name == f"{harness.prefix}workers"
     assert f"{harness.prefix}workers" in app_metadata.tables

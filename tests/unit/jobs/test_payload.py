@@ -123,3 +123,20 @@ def test_nesting_is_bounded_without_recursion_errors() -> None:
 def test_job_types_are_checked(value: Any, message: str) -> None:
     with pytest.raises(JobTypeError, match=message):
         check_name("job type", value, 255)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"a":[1,2.5,"x"]}', ' {"a": 1}\n', '"text"', "null", '{"a": {"b": [true]}} ']
+)
+def test_decode_payload_reads_compact_and_spaced_json_alike(text: str) -> None:
+    from jobs.payload import decode_payload
+
+    assert decode_payload(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a":1}x', "[1,]"])
+def test_decode_payload_refuses_what_json_loads_refuses(text: str) -> None:
+    from jobs.payload import decode_payload
+
+    with pytest.raises(json.JSONDecodeError):
+        decode_payload(text)
