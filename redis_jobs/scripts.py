@@ -22,6 +22,14 @@ confirmed, its durable calls raise ReplicationTimeoutError (the write happened o
 but may not survive a failover). A call whose primary changed while it ran is not confirmed
 either: the WAIT may have gone to the old one.
 
+Redirects of a durable Cluster pipeline are followed here, not by redis-py: WAIT confirms the
+writes of its own connection only, and redis-py would run a MOVED FCALL again on the new master
+(another connection) while the WAIT, which has no key, stays with the old node, now a replica
+("WAIT cannot be used with replica instances": a false ReplicationTimeoutError). A redirected
+FCALL ran nothing, so the calls redirected are sent again, with a WAIT of their own, once the
+client has learned the slot's new master (``Topology.relearn``). After ``REDIRECTS`` rounds the
+last one lets redis-py follow them (a write then not confirmed, as before).
+
 Errors are translated at this boundary (``errors.translate``).
 """
 
@@ -35,6 +43,7 @@ from typing import Any
 from loguru import logger
 from redis import exceptions as redis_errors
 from redis.asyncio import RedisCluster
+from redis.asyncio.cluster import ClusterPipeline
 
 from jobs.errors import DriverError
 
@@ -46,6 +55,8 @@ from .wire import Wire
 __all__ = ["MAX_BATCH", "SCRIPT_NAMES", "ScriptArg", "ScriptRunner", "Shared"]
 
 MAX_BATCH = 200
+REDIRECTS = 2
+"""Rounds of redirected calls a durable Cluster pipeline sends again itself (see above)."""
 """Jobs per batched function call: bounds how long one call keeps Redis busy."""
 FUNCTION_NOT_FOUND = "Function not found"
 """The start of Redis's error reply to an FCALL of a function it does not have."""
@@ -287,28 +298,51 @@ class ScriptRunner:
             commands.append(_Command(function, keys, args, durable, jobs=chunk))
         return commands
 
-    async def _run(self, commands: list[_Command], *, reload: bool = True) -> None:
-        """Send ``commands`` in one round trip and settle each; load a missing library once."""
+    async def _run(
+        self, commands: list[_Command], *, reload: bool = True, redirects: int = REDIRECTS
+    ) -> None:
+        """Send ``commands`` in one round trip and settle each; load a missing library once;
+        send again those a durable Cluster pipeline was redirected with (``redirects`` rounds)."""
         try:
-            replies = await self._execute(commands)
+            replies = await self._execute(commands, follow_redirects=not redirects)
         except Exception as exc:
             error = translate(exc)
             for command in commands:
                 command.fail(error)
             return
         lost: list[_Command] = []
+        moved: list[_Command] = []
         for command, reply in zip(commands, replies, strict=True):
             if reload and _not_found(reply):
                 lost.append(command)
+            elif redirects and isinstance(reply, _REDIRECTS):
+                moved.append(command)
             elif isinstance(reply, BaseException):
                 command.fail(translate(reply))
             else:
                 command.settle(reply)
+        if moved:
+            await self._follow(moved, reload=reload, redirects=redirects - 1)
         if lost:
             await self._reload(lost)
 
-    async def _execute(self, commands: list[_Command]) -> list[Any]:
-        """One reply per command (an error reply as its exception), in one round trip."""
+    async def _follow(self, commands: list[_Command], *, reload: bool, redirects: int) -> None:
+        """Learn the slot's master anew, then send the redirected calls again (they ran nothing)."""
+        try:
+            await self._topology.relearn()
+        except Exception as exc:
+            error = translate(exc)
+            for command in commands:
+                command.fail(error)
+            return
+        await self._run(commands, reload=reload, redirects=redirects)
+
+    async def _execute(self, commands: list[_Command], *, follow_redirects: bool) -> list[Any]:
+        """One reply per command (an error reply as its exception), in one round trip.
+
+        A durable Cluster pipeline follows no redirect unless ``follow_redirects``: the reply of
+        a redirected call is its MOVED (ASK, TRYAGAIN) error, for ``_run`` to send it again.
+        """
         client = self._client
         durable = self._replicas > 0 and any(command.durable for command in commands)
         wire = self._wire
@@ -334,7 +368,12 @@ class ScriptRunner:
             if durable:
                 wait = ("WAIT", self._replicas, self._replica_timeout_ms)
                 pipe.execute_command(*wait, **options)
-            replies = list(await pipe.execute(raise_on_error=False))
+            if isinstance(pipe, ClusterPipeline):
+                follow = follow_redirects or not durable
+                sent = await pipe.execute(raise_on_error=False, allow_redirections=follow)
+            else:
+                sent = await pipe.execute(raise_on_error=False)
+            replies = list(sent)
         self._topology.observe()
         if durable:
             confirmed = replies.pop()
@@ -398,6 +437,10 @@ class ScriptRunner:
                 command.fail(error)
             return
         await self._run(commands, reload=False)
+
+
+_REDIRECTS = (redis_errors.AskError, redis_errors.TryAgainError)
+"""The replies of a Cluster call that ran nothing where it was sent (MovedError is an AskError)."""
 
 
 def _fcall(command: _Command) -> tuple[Any, ...]:

@@ -115,6 +115,16 @@ class Topology:
                 for sentinel in pool.sentinel_manager.sentinels:
                     await sentinel.aclose()
 
+    async def relearn(self) -> None:
+        """After a call was redirected: let the client learn where the namespace's slot is now.
+
+        One keyed read of the namespace's slot through the client (redis-py follows its MOVED
+        and updates its slot map), so ``where()`` and ``node_options()`` name the new master.
+        Nothing to learn off a Cluster.
+        """
+        if isinstance(self.client, RedisCluster):
+            await self.client.exists(self._slot_key)
+
     def node_options(self) -> dict[str, Any]:
         """Options that aim a keyless command (WAIT, CONFIG) at the namespace's node."""
         if isinstance(self.client, RedisCluster):

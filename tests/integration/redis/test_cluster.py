@@ -21,7 +21,7 @@ from redis_jobs.library import LIBRARY
 from tests.support import captured_logs, wait_until
 
 from .failover import Load
-from .topologies import PrivateCluster
+from .topologies import PrivateCluster, Process, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -146,6 +146,40 @@ async def test_a_cluster_failover_mid_run_loses_no_acknowledged_job(
     [line] = [r["message"] for r in logs if r["message"].startswith("Redis failover:")]
     assert f"is now served by 127.0.0.1:{new} (was 127.0.0.1:{old})" in line
     assert namespace in line
+
+
+def wait_calls(node: Process) -> int:
+    """WAIT commands ``node`` has run (INFO commandstats)."""
+    stats = node.info("commandstats").get("cmdstat_wait", {})
+    return int(stats.get("calls", 0)) if isinstance(stats, dict) else 0
+
+
+async def test_a_durable_write_moved_by_a_failover_is_confirmed_by_its_new_master(
+    cluster: PrivateCluster, client: RedisCluster
+) -> None:
+    """The client still maps the slot to the old master, now a replica: the FCALL is MOVED.
+
+    The WAIT goes with the write to the node that ran it, not to the old one (where it would
+    fail, "WAIT cannot be used with replica instances", and the write be reported unconfirmed).
+    """
+    [name] = namespaces_on_distinct_masters(cluster, 1)
+    driver = RedisJobDriver(client, namespace=name, replicas=1)
+    try:
+        assert await driver.enqueue(new_request()) is not None  # the client learns the map
+        old, new = await asyncio.to_thread(cluster.failover, slot_of(name))
+        await asyncio.to_thread(wait_for, cluster.healthy, "the old master to follow the new")
+        assert client.get_node_from_key(Keys(name).prefix).port == old  # a stale map
+        waits_before = wait_calls(cluster.node(new))
+        with captured_logs("WARNING") as logs:
+            job_id = await driver.enqueue(new_request())
+        assert job_id is not None
+        assert wait_calls(cluster.node(new)) == waits_before + 1
+        assert (await driver.counts())["pending"] == 2
+        [line] = [r["message"] for r in logs if r["message"].startswith("Redis failover:")]
+        assert f"is now served by 127.0.0.1:{new} (was 127.0.0.1:{old})" in line
+    finally:
+        await driver.close()
+        await delete_namespace(client, name)
 
 
 async def test_a_plain_client_on_a_cluster_node_is_told_to_use_a_cluster_client(
