@@ -47,6 +47,7 @@ from jobs.errors import DriverError, StoreUnavailableError
 
 from ..engine import writer_gate
 from .errors import store_error
+from .slots import Slots
 from .statements import Statement
 
 __all__ = ["Backend", "PostgresBackend", "Row", "SQLiteBackend"]
@@ -111,7 +112,7 @@ class PostgresBackend:
     def __init__(self, engine: AsyncEngine, *, size: int, name: str) -> None:
         self._engine = engine
         self._name = name
-        self._slots = asyncio.Semaphore(size)
+        self._slots = Slots(size)
         self._closed = False
         self._idle: list[_Held] = []
         self._sweep: asyncio.TimerHandle | None = None
@@ -125,7 +126,10 @@ class PostgresBackend:
         # The hot path (every claim, settle and enqueue): written out rather than through
         # ``_run``, which costs a closure and two more coroutines per statement.
         args = statement.bind(params)
-        async with self._slots:
+        slots = self._slots
+        if not slots.try_take():
+            await slots.take()
+        try:
             held = await self._acquire()
             try:
                 if held.read_committed:
@@ -143,6 +147,8 @@ class PostgresBackend:
             if not self._keep(held):
                 await self._checkin(held)
             return cast(list[Row], rows)
+        finally:
+            slots.give()
 
     async def fetch_unsorted(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
         """``fetch`` planned with ``enable_sort = off``, in a transaction of its own (SET LOCAL:
@@ -175,7 +181,8 @@ class PostgresBackend:
     async def _run(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """``work(asyncpg connection)`` on a connection: the one kept from the latest
         statement, else one of the pool's."""
-        async with self._slots:
+        await self._slots.take()
+        try:
             held = await self._acquire()
             try:
                 result = await work(held.driver)
@@ -187,6 +194,8 @@ class PostgresBackend:
             if not self._keep(held):
                 await self._checkin(held)
             return result
+        finally:
+            self._slots.give()
 
     async def close(self) -> None:
         """Give the connections kept between statements back to the pool."""
