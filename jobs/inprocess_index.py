@@ -21,7 +21,7 @@ about 10 us to about 2 us a job.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sortedcontainers import SortedList
 
@@ -71,34 +71,47 @@ class JobIndex:
 
     def _catch_up(self) -> None:
         noted, self._noted = self._noted, {}
+        if not noted:
+            return
         now, placed = self._now, self._placed
+        gone: dict[tuple[JobState, str], list[_Entry]] = {}
+        new: dict[tuple[JobState, str], list[_Entry]] = {}
+        gone_scheduled: dict[str, list[_Entry]] = {}
+        new_scheduled: dict[str, list[_Entry]] = {}
         for job_id, job in noted.items():
-            where = None
-            if job is not None:
-                scheduled = job.run_at if job.state == "pending" and job.run_at > now else None
-                where = (job.state, job.type, job.created_at, scheduled)
             was = placed.get(job_id)
-            if was == where:
-                continue
+            if job is None:
+                if was is None:
+                    continue
+                where = None
+            else:
+                state = job.state
+                run_at = job.run_at if state == "pending" and job.run_at > now else None
+                where = (state, job.type, job.created_at, run_at)
+                if was == where:
+                    continue
             if was is not None:
-                state, job_type, created_at, run_at = was
-                self._lists[(state, job_type)].discard((created_at, job_id))
-                if run_at is not None:
-                    self._scheduled[job_type].discard((run_at, job_id))
+                key = was[:2]
+                entries = gone.get(key)
+                if entries is None:
+                    entries = gone[key] = []
+                entries.append((was[2], job_id))
+                if was[3] is not None:
+                    gone_scheduled.setdefault(was[1], []).append((was[3], job_id))
             if where is None:
                 del placed[job_id]
                 continue
             placed[job_id] = where
-            state, job_type, created_at, run_at = where
-            entries = self._lists.get((state, job_type))
+            key = where[:2]
+            entries = new.get(key)
             if entries is None:
-                entries = self._lists[(state, job_type)] = SortedList()
-            entries.add((created_at, job_id))
+                entries = new[key] = []
+            entries.append((where[2], job_id))
             if run_at is not None:
-                scheduled_list = self._scheduled.get(job_type)
-                if scheduled_list is None:
-                    scheduled_list = self._scheduled[job_type] = SortedList()
-                scheduled_list.add((run_at, job_id))
+                new_scheduled.setdefault(where[1], []).append((run_at, job_id))
+        # Removals before additions: a job may leave and re-enter one list (a new run_at).
+        _apply(self._lists, gone, new)
+        _apply(self._scheduled, gone_scheduled, new_scheduled)
 
     def page(
         self, state: JobState | None, job_type: str | None, limit: int, before: _Entry | None
@@ -169,3 +182,31 @@ class JobIndex:
                 oldest_due_age_ms=now - oldest if oldest is not None else None,
             )
         return result
+
+
+K = TypeVar("K")
+
+
+def _apply(
+    lists: dict[K, SortedList], gone: dict[K, list[_Entry]], new: dict[K, list[_Entry]]
+) -> None:
+    """Remove, then add, each list's entries in bulk. A list losing a quarter of its entries
+    or more is rebuilt without them (one pass, and a sort of already sorted entries) rather
+    than searched once per entry; additions go in through ``SortedList.update``, which does
+    the same for large batches. Measured on the in-process drain of 20,000 jobs (two
+    catch-ups, each moving 10,000 jobs from pending to completed): one ``discard`` and one
+    ``add`` per job cost about 2 us a job."""
+    for key, entries in gone.items():
+        current = lists[key]
+        if len(entries) * 4 >= len(current):
+            leaving = set(entries)
+            lists[key] = SortedList([entry for entry in current if entry not in leaving])
+        else:
+            for entry in entries:
+                current.discard(entry)
+    for key, entries in new.items():
+        current = lists.get(key)
+        if current is None:
+            lists[key] = SortedList(entries)
+        else:
+            current.update(entries)
