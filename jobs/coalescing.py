@@ -38,7 +38,8 @@ class Coalescer(Generic[Item, Result]):
     alone; if ``send`` raises, every item of the group gets that error. With ``key``, a group
     never holds two items of one key (a repeat waits for the next group), so a send never sees
     the same job twice. A caller cancelled before its group is sent is left out of it.
-    Without ``hold``, a call made while nothing is in flight is sent from its caller's task.
+    Without ``hold``, a call made while nothing is in flight is sent from its caller's task,
+    through ``send_one(item)`` if given (it raises rather than returning an Exception).
     With ``hold``, each group is formed and sent inside ``async with hold():`` (SQLite's writer
     turn), so what is submitted while the turn is awaited joins that group; if entering
     ``hold`` fails, the group gets that error.
@@ -51,8 +52,10 @@ class Coalescer(Generic[Item, Result]):
         name: str,
         key: Callable[[Item], Hashable] | None = None,
         hold: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+        send_one: Callable[[Item], Awaitable[Result]] | None = None,
     ) -> None:
         self._send = send
+        self._send_one = send_one
         self._name = name
         self._key = key
         self._hold = hold
@@ -62,7 +65,20 @@ class Coalescer(Generic[Item, Result]):
 
     async def submit(self, item: Item) -> Result:
         if self._hold is None and not self._direct and self._idle():
-            return await self._send_alone(item)
+            # Nothing in flight: sent at once from the caller's task (no task, no future); what
+            # is submitted meanwhile waits, and goes as the next group when this send ends.
+            self._direct = True
+            try:
+                if self._send_one is not None:
+                    return await self._send_one(item)
+                [outcome] = await self._send([item])
+            finally:
+                self._direct = False
+                if self._queue:
+                    self._start()
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
         call: _Call[Item, Result] = _Call(item, asyncio.get_running_loop().create_future())
         self._queue.append(call)
         if not self._direct and (self._task is None or self._task.done()):
@@ -74,20 +90,6 @@ class Coalescer(Generic[Item, Result]):
 
     def _start(self) -> None:
         self._task = asyncio.create_task(self._drain(), name=self._name)
-
-    async def _send_alone(self, item: Item) -> Result:
-        """Nothing in flight: send at once from the caller's task (no task, no future); what
-        is submitted meanwhile waits, and goes as the next group when this send ends."""
-        self._direct = True
-        try:
-            [outcome] = await self._send([item])
-        finally:
-            self._direct = False
-            if self._queue:
-                self._start()
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
 
     async def close(self) -> None:
         """Wait for the groups already submitted."""

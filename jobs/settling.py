@@ -36,7 +36,10 @@ class Settler:
         self.contact = contact or StoreContact()
         self._failures = FailureStreak("settling jobs", level="WARNING")
         self._completes: Coalescer[tuple[str, str], bool] = Coalescer(
-            self._complete_group, name="job completes", key=itemgetter(0)
+            self._complete_group,
+            name="job completes",
+            key=itemgetter(0),
+            send_one=self._complete_one,
         )
 
     async def complete(self, job: ClaimedJob) -> bool:
@@ -51,6 +54,9 @@ class Settler:
         if self._failures.count:
             self._failures.succeeded()
         return done
+
+    def _complete_one(self, job: tuple[str, str]) -> Awaitable[bool]:
+        return self.driver.complete(*job)
 
     async def _complete_group(self, group: list[tuple[str, str]]) -> list[bool]:
         if len(group) == 1:

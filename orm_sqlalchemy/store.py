@@ -180,7 +180,8 @@ class SQLAlchemyJobStore(SQLOperations):
         )
         if rows:
             self._announce(job.type)
-        await self._prune_in_passing()
+        if self._prune_due():
+            await self._prune_in_passing()
         return job.id if rows else None
 
     async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
@@ -194,7 +195,8 @@ class SQLAlchemyJobStore(SQLOperations):
         stored = {row["id"] for row in rows}
         for job_type in {row["type"] for row in rows}:
             self._announce(job_type)
-        await self._prune_in_passing()
+        if self._prune_due():
+            await self._prune_in_passing()
         return [job.id if job.id in stored else None for job in jobs]
 
     # -- consumer ------------------------------------------------------------------------------
@@ -223,7 +225,8 @@ class SQLAlchemyJobStore(SQLOperations):
                     row["type"],
 
                 )
-        await self._prune_in_passing()
+        if self._prune_due():
+            await self._prune_in_passing()
         leased.sort(key=lambda row: cast(int, row["run_at"]))
         return [claimed_job(row) for row in leased]
 
@@ -414,6 +417,10 @@ class SQLAlchemyJobStore(SQLOperations):
             await wakeups.listen()
         except Exception as exc:
             raise store_error(exc, self._name) from exc
+
+    def _prune_due(self) -> bool:
+        """Whether ``_prune_in_passing`` has work: checked inline, no coroutine per call."""
+        return self._prune_interval_s is not None and time.monotonic() >= self._next_prune
 
     async def _prune_in_passing(self) -> None:
         if self._prune_interval_s is None:

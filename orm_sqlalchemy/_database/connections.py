@@ -10,11 +10,13 @@ So the hot path bypasses Core, not the pool: on PostgreSQL statements run on asy
 connections checked out of the engine's own pool (SQLAlchemy's: its size, overflow, recycle and
 pre-ping settings and a borrowed engine's limits all apply). A checkout and checkin cost
 ~140 us of CPU (measured in a loop), more than a statement's own client work, so a connection
-is kept for ``LINGER_S`` (2 ms) after its statement and the next statement runs on it; one left
+is kept for ``LINGER_S`` (50 ms) after its statement and the next statement runs on it; one left
 unused that long goes back to the pool, so an idle store holds no connection (the LISTEN
-connection aside). The store sets no session state: whatever it runs leaves a connection as it
-found it, so a pooler such as PgBouncer in transaction mode hands the server connection on
-unchanged.
+connection aside). 2 ms was too short on a loaded machine: one job at a time (enqueue, claim,
+settle, next_due) checked a connection out and in again for 1-1.4 of its 5 statements (0.05
+at 50 ms), and so did every spaced NOTIFY. The store sets no session state: whatever it runs
+leaves a connection as it found it, so a pooler such as PgBouncer in transaction mode hands the
+server connection on unchanged.
 
 A statement runs as an autocommit statement, its own transaction, with no BEGIN/COMMIT round
 trips; only on SQLite do statements that arrive together share one ``BEGIN IMMEDIATE``
@@ -45,6 +47,7 @@ from jobs.errors import DriverError, StoreUnavailableError
 
 from ..engine import writer_gate
 from .errors import store_error
+from .slots import Slots
 from .statements import Statement
 
 __all__ = ["Backend", "PostgresBackend", "Row", "SQLiteBackend"]
@@ -78,7 +81,7 @@ _READ_COMMITTED = "neverlost_read_committed"
 
 _CHECKOUT_TRIES = 3
 
-LINGER_S = 0.002
+LINGER_S = 0.05
 """How long a connection the store just used stays out of the pool, for its next statement."""
 
 _UNSORTED = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_sort = off"
@@ -109,7 +112,7 @@ class PostgresBackend:
     def __init__(self, engine: AsyncEngine, *, size: int, name: str) -> None:
         self._engine = engine
         self._name = name
-        self._slots = asyncio.Semaphore(size)
+        self._slots = Slots(size)
         self._closed = False
         self._idle: list[_Held] = []
         self._sweep: asyncio.TimerHandle | None = None
@@ -123,7 +126,10 @@ class PostgresBackend:
         # The hot path (every claim, settle and enqueue): written out rather than through
         # ``_run``, which costs a closure and two more coroutines per statement.
         args = statement.bind(params)
-        async with self._slots:
+        slots = self._slots
+        if not slots.try_take():
+            await slots.take()
+        try:
             held = await self._acquire()
             try:
                 if held.read_committed:
@@ -141,6 +147,8 @@ class PostgresBackend:
             if not self._keep(held):
                 await self._checkin(held)
             return cast(list[Row], rows)
+        finally:
+            slots.give()
 
     async def fetch_unsorted(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
         """``fetch`` planned with ``enable_sort = off``, in a transaction of its own (SET LOCAL:
@@ -173,7 +181,8 @@ class PostgresBackend:
     async def _run(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """``work(asyncpg connection)`` on a connection: the one kept from the latest
         statement, else one of the pool's."""
-        async with self._slots:
+        await self._slots.take()
+        try:
             held = await self._acquire()
             try:
                 result = await work(held.driver)
@@ -185,6 +194,8 @@ class PostgresBackend:
             if not self._keep(held):
                 await self._checkin(held)
             return result
+        finally:
+            self._slots.give()
 
     async def close(self) -> None:
         """Give the connections kept between statements back to the pool."""
