@@ -75,6 +75,7 @@ from jobs.telemetry import current_traceparent
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
 from ._database.listener import listen_engine
+from ._database.sqlite_commits import sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
@@ -174,6 +175,7 @@ class SQLAlchemyOutboxStore:
             self._backend = backend
         else:
             self._backend = SQLiteBackend(self._engine, name=self._name)
+        self._commits = None if self._postgres else sqlite_commits(self._engine.url.database)
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
         self._instance = uuid.uuid4().hex
@@ -336,14 +338,17 @@ class SQLAlchemyOutboxStore:
         return None if age is None else max(int(age), 0)
 
     async def wait_for_entries(self, timeout_ms: int) -> None:
-        """Return after a commit that appended (here, or on PostgreSQL anywhere), or timeout.
+        """Return after a commit that appended (here, or on PostgreSQL anywhere; on SQLite any
+        commit to the file by another connection, ``_database.sqlite_commits``), or timeout.
 
         Returns at once if such a commit happened since the last call; an idle store waits the
         whole ``timeout_ms``.
         """
         if self._postgres and not self._closed:
             await self._ensure_listening(wake_on_reconnect=True)
-        if not self._signal.is_set():
+        if self._commits is not None:
+            await self._commits.wait(self._signal, max(timeout_ms, 0) / 1000)
+        elif not self._signal.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(timeout_ms, 0) / 1000):
                     await self._signal.wait()
@@ -361,6 +366,8 @@ class SQLAlchemyOutboxStore:
         if self._wakeups is not None:
             await self._wakeups.close()
         await self._backend.close()
+        if self._commits is not None:
+            await self._commits.close()
         if self._listen_engine is not None:
             await self._listen_engine.dispose()
 

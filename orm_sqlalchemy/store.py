@@ -57,6 +57,7 @@ from jobs.settings import Retention
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
 from ._database.listener import listen_engine
+from ._database.sqlite_commits import sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
 from .engine import configure_sqlite, create_engine
@@ -136,6 +137,7 @@ class SQLAlchemyJobStore(SQLOperations):
             self._backend = backend
         else:
             self._backend = SQLiteBackend(self._engine, name=self._name)
+        self._commits = None if self._postgres else sqlite_commits(self._engine.url.database)
         self._clock = clock
         self._create_tables = create_tables
         self._schema_ready = False
@@ -282,7 +284,9 @@ class SQLAlchemyJobStore(SQLOperations):
         """Wait for a wake-up, the next due job of ``types`` or ``timeout_ms``, whichever first.
 
         Wakes on enqueues and retries through this store and, on PostgreSQL, through any
-        store on the same table (LISTEN/NOTIFY), and when an injected ManualClock moves.
+        store on the same table (LISTEN/NOTIFY), on SQLite on a commit to the file by any
+        other connection (``_database.sqlite_commits``), and when an injected ManualClock
+        moves.
         """
         self._check_open()
         event = self._waiters.register(types)
@@ -297,6 +301,9 @@ class SQLAlchemyJobStore(SQLOperations):
                     if due_in <= 0:
                         return
                     wait_ms = min(wait_ms, due_in)
+            if self._commits is not None:
+                await self._commits.wait(event, max(wait_ms, 0) / 1000)
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), max(wait_ms, 0) / 1000)
         finally:
@@ -327,6 +334,8 @@ class SQLAlchemyJobStore(SQLOperations):
         if self._wakeups is not None:
             await self._wakeups.close()
         await self._backend.close()
+        if self._commits is not None:
+            await self._commits.close()
         if self._listen_engine is not None:
             await self._listen_engine.dispose()
         if self._owns_engine:

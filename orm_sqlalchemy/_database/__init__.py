@@ -6,4 +6,5 @@ LISTEN connection and wake-ups. Nothing here is public API.
 ``statements``   the SQL of ``sql/*.sql``, loaded once per table
 ``listener``     LISTEN on a PostgreSQL channel over a connection of its own
 ``wakeup``       idle waiters and coalesced NOTIFYs
+``sqlite_commits`` commits to a SQLite file by other connections (PRAGMA data_version)
 """

@@ -103,6 +103,27 @@ async def test_notify_wakes_a_store_on_another_engine(postgres_harness: OutboxHa
     assert entry.payload == {"id": 1}
 
 
+async def test_a_sqlite_store_wakes_on_a_commit_through_another_engine(
+    harness: OutboxHarness,
+) -> None:
+    """SQLite has no LISTEN: a store sees other connections' commits by the file's
+    data_version, as a relay in a worker process does when the app's process appends."""
+    if harness.postgres:
+        pytest.skip("PostgreSQL wakes other engines by NOTIFY (the test above)")
+    tm, writer = await _store(harness)
+    relay_side = harness.store()  # its own engine and manager: "another process"
+    assert await relay_side.claim(10, 1_000) == []
+    waiter = await _waiting(relay_side)
+    await asyncio.sleep(0.2)
+    assert not waiter.done()  # an idle file does not wake it
+    async with tm.transaction():
+        await writer.append("order.placed", {"id": 1})
+    async with asyncio.timeout(DEADLINE_S):  # well inside WAIT_MS
+        await waiter
+    [entry] = await relay_side.claim(10, 1_000)
+    assert entry.payload == {"id": 1}
+
+
 @pytest.mark.postgres
 async def test_an_idle_listening_store_waits_the_whole_timeout(
     postgres_harness: OutboxHarness,

@@ -126,3 +126,23 @@ async def test_two_processes_writing_at_once_never_see_a_locked_database(
         assert process.returncode == 0, stderr.decode()
     assert sum(int(stdout) for stdout, _ in outputs) == 600
     assert (await sqlite_harness.store().counts())["completed"] == 600
+
+
+async def test_a_waiting_store_wakes_on_a_commit_through_another_connection(
+    sqlite_harness: StoreHarness,
+) -> None:
+    """As a worker process's store does when the app's process enqueues: no LISTEN on SQLite,
+    the file's data_version moves."""
+    worker_side = sqlite_harness.store()
+    app_side = sqlite_harness.store()  # its own engine: another process's connections
+    await worker_side.create_schema()
+    assert await worker_side.claim(10, 30_000, ["t"]) == []
+    waiter = asyncio.create_task(worker_side.wait_for_work(["t"], 30_000))
+    await asyncio.sleep(0.2)
+    assert not waiter.done()  # an idle file does not wake it
+    request = new_request()
+    await app_side.enqueue(request)
+    async with asyncio.timeout(5):  # well inside the 30 s poll
+        await waiter
+    [job] = await worker_side.claim(10, 30_000, ["t"])
+    assert job.id == request.id
