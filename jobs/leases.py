@@ -29,12 +29,15 @@ def _ignore(reason: str) -> None:
 class Lease:
     """The lease of one claimed job, beaten by a ``LeaseKeeper``."""
 
-    __slots__ = ("_beat_task", "job", "last_beat", "lost", "on_lost", "settling")
+    __slots__ = ("_beat_task", "confirmed", "job", "last_beat", "lost", "on_lost", "settling")
 
     def __init__(self, job: ClaimedJob, on_lost: Callable[[str], None], now: float) -> None:
         self.job = job
         self.on_lost = on_lost
         self.last_beat = now
+        self.confirmed = now
+        """When the store last granted the lease (held from the claim, then each beat it took:
+        the beat's send time): it lasts ``lease_ms`` from about then."""
         self.settling = False
         self.lost = False
         self._beat_task: asyncio.Task[None] | None = None
@@ -62,6 +65,12 @@ class LeaseKeeper:
         lease = Lease(job, on_lost, time.monotonic())
         self._leases.add(lease)
         return lease
+
+    def lapsed(self, lease: Lease, now: float) -> bool:
+        """Whether ``lease`` may have run out at the store: no beat was taken for nine tenths
+        of ``lease_ms`` (the store could not be reached; the tenth covers the claim's and the
+        beat's round trips), so another worker may hold the job by now."""
+        return now - lease.confirmed >= 0.9 * self.lease_ms / 1000
 
     def release(self, lease: Lease) -> None:
         """Stop beating ``lease`` (idempotent).
@@ -102,7 +111,7 @@ class LeaseKeeper:
                 )
 
     async def _beat(self, lease: Lease) -> None:
-        job = lease.job
+        job, sent = lease.job, lease.last_beat
         try:
             held = await self.driver.heartbeat(job.id, job.lease_token, self.lease_ms)
         except Exception as exc:
@@ -111,7 +120,9 @@ class LeaseKeeper:
             return
         self.contact.answered()
         self._failures.succeeded()
-        if not held:
+        if held:
+            lease.confirmed = sent
+        else:
             reason = await self._why_refused(job)
             logger.bind(job_id=job.id, job_type=job.type).warning(
                 "job {} ({}): {}; its handler is interrupted",

@@ -291,11 +291,28 @@ class JobRunner:
         )
 
     def _fill_slots(self) -> None:
-        """Start ready jobs while there are free slots."""
+        """Start ready jobs while there are free slots; one whose lease may have lapsed while
+        it waited (the store unreachable) is dropped unrun: it may be another worker's now."""
         ready, concurrency = self._ready, self.settings.concurrency
+        now: float | None = None
         while ready and len(self._busy) < concurrency:
             lease = ready.popleft()
+            now = now or time.monotonic()
+            if self.leases.lapsed(lease, now):
+                self._drop_lapsed(lease)
+                continue
             self._launch(lease.job, lease)
+
+    def _drop_lapsed(self, lease: Lease) -> None:
+        self.leases.release(lease)
+        self.stats["lease_lost"] += 1
+        job = lease.job
+        logger.bind(job_id=job.id, job_type=job.type).warning(
+            "job {} ({}) waited for a slot past its lease with no heartbeat taken (the store "
+            "could not be reached); not run here, it runs again after its lease",
+            job.type,
+            job.id,
+        )
 
     def _lost_while_ready(self, reason: str) -> None:
         """A ready job's lease was refused (reclaimed, or cancelled): drop it unrun."""

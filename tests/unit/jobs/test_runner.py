@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Collection
 from typing import Any
 
@@ -201,9 +202,7 @@ async def test_jobs_of_unregistered_types_are_left_pending(make_app: AppFactory)
     assert await job_state(driver, later) == ("pending", 0)
 
 
-async def test_concurrency_is_limited_and_claims_are_sized_to_free_slots_and_ready_places() -> (
-    None
-):
+async def test_concurrency_is_limited_and_claims_are_sized_to_free_slots_and_ready_places() -> None:
     driver = RecordingDriver(InProcessJobDriver())
     registry = JobHandlerRegistry()
     gate = asyncio.Event()
@@ -542,3 +541,50 @@ async def test_a_settled_attempt_is_freed_without_the_garbage_collector() -> Non
     finally:
         gc.enable()
     assert left == []
+
+
+async def test_a_ready_job_whose_lease_lapsed_unbeaten_is_dropped_unrun() -> None:
+    """The store went away while a prefetched job waited for the slot: once its lease may have
+    run out, another worker may hold it, so it is not run here; it runs after its lease."""
+
+    class BeatsFail(InProcessJobDriver):
+        down = False
+
+        async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
+            if self.down:
+                raise StoreUnavailableError("store is down (test)")
+            return await super().heartbeat(job_id, lease_token, lease_ms)
+
+    driver = BeatsFail()
+    gate = asyncio.Event()
+    runs: list[tuple[Any, int]] = []
+    registry = JobHandlerRegistry()
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        runs.append((payload, ctx.attempt))
+        if payload == "first":
+            await gate.wait()
+
+    registry.register("t", handler)
+    settings = JobsSettings(concurrency=1, prefetch=1, lease_ms=400, heartbeat_ms=100)
+    runner = JobRunner(driver, registry, settings)
+    queue = JobQueue(driver)
+    await queue.enqueue("t", "first")
+    await queue.enqueue("t", "second")
+    runner.start()
+    try:
+        await wait_until(lambda: runs == [("first", 1)] and runner.ready == 1, message="prefetched")
+        driver.down = True
+        waiting = runner._ready[0]
+        await wait_until(
+            lambda: runner.leases.lapsed(waiting, time.monotonic()), message="lease lapsed"
+        )
+        gate.set()
+        await wait_until(lambda: runner.stats["lease_lost"] == 1, message="the ready job dropped")
+        assert runs == [("first", 1)]
+        driver.down = False
+        await wait_until(lambda: len(runs) == 2, message="run again after its lease")
+        assert runs[1] == ("second", 2)
+    finally:
+        gate.set()
+        await runner.close()
