@@ -20,6 +20,7 @@ from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
 from .telemetry import (
+    UNTRACED,
     current_traceparent,
     enqueue_many_span,
     enqueue_span,
@@ -136,7 +137,8 @@ class JobQueue:
         not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
         trace context the job carries to its execution.
         """
-        if not tracing():  # no span to open, nor one to make current around the driver call
+        scope = enqueue_span(_job_type(type_or_definition)) if tracing() else UNTRACED
+        with scope as span:
             request = self.build_request(
                 type_or_definition,
                 payload,
@@ -147,19 +149,7 @@ class JobQueue:
                 key=key,
             )
             job_id = await self.driver.enqueue(request)
-        else:
-            with enqueue_span(_job_type(type_or_definition)) as span:
-                request = self.build_request(
-                    type_or_definition,
-                    payload,
-                    delay_ms=delay_ms,
-                    run_at=run_at,
-                    max_attempts=max_attempts,
-                    timeout_ms=timeout_ms,
-                    key=key,
-                )
-                job_id = await self.driver.enqueue(request)
-                enqueued(span, request, job_id)
+            enqueued(span, request, job_id)
         if job_id is not None:
             record_enqueued(request.type)
         return job_id

@@ -103,11 +103,15 @@ def tracing() -> bool:
     return _sdk_installed
 
 
+UNTRACED: AbstractContextManager[Span] = nullcontext(INVALID_SPAN)
+"""The scope of an enqueue without an SDK: no span started, none made current (reusable)."""
+
+
 def enqueue_span(job_type: str) -> AbstractContextManager[Span]:
     """The PRODUCER span ``jobs.enqueue <type>``, current inside the block (the request built
     there carries it); ``enqueued`` records the outcome."""
     if not tracing():
-        return nullcontext(INVALID_SPAN)
+        return UNTRACED
     return _tracer.start_as_current_span(
         f"jobs.enqueue {job_type}",
         kind=SpanKind.PRODUCER,
