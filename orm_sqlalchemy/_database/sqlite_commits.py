@@ -27,22 +27,36 @@ class SQLiteCommits:
         self._connection: sqlite3.Connection | None = None
         self._lock = asyncio.Lock()
         self._closed = False
+        self._seen: int | None = None
 
     async def wait(self, woken: asyncio.Event, timeout_s: float) -> None:
-        """Until ``woken`` is set, another connection commits, or ``timeout_s`` passed."""
+        """Until ``woken`` is set, another connection commits, or ``timeout_s`` passed.
+
+        The version is read after each interval and compared with the one this wait started
+        from (the last one read, by any wait of this watch), not read up front: a wait woken
+        at once pays no thread hop, and a commit made between two waits still ends the next
+        one. The store's own commits move it too, so a wait after the store wrote may end
+        after one interval for nothing.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        seen = await self._version()
+        seen = self._seen
         while not woken.is_set():
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return
-            interval = remaining if seen is None else min(remaining, WATCH_INTERVAL_S)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
+                async with asyncio.timeout(min(remaining, WATCH_INTERVAL_S)):
                     await woken.wait()
-            if not woken.is_set() and seen is not None and await self._version() != seen:
+            if woken.is_set():
                 return
+            version = await self._version()
+            if version is None:
+                continue
+            self._seen = version
+            if seen is not None and version != seen:
+                return
+            seen = version
 
     async def close(self) -> None:
         async with self._lock:
