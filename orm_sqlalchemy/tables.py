@@ -259,17 +259,13 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
                 check_columns(table, found[table])
         if not create:
             return
-        # Statements, not inspection: a store starting on an up-to-date table spends one
-        # IF NOT EXISTS per index, where asking for each index cost a query per column.
-        for table in tables:
-            if found[table] is None:
-                connection.execute(CreateTable(table))
-            for index in table.indexes:
-                connection.execute(CreateIndex(index, if_not_exists=found[table] is not None))
-        if found[schema.jobs] is not None:
-            _drop_old_state_index(connection, schema.jobs)
+        indexes = _create_missing(connection, found)
+        jobs = schema.jobs
+        if found[jobs] is not None:
+            if _OLD_STATE_INDEX.format(name=jobs.name) in indexes[jobs]:
+                _drop_old_state_index(connection, jobs)
             if postgres:
-                _drop_full_key_constraint(connection, schema.jobs)
+                _drop_full_key_constraint(connection, jobs)
 
     async with engine.connect() as connection:
         if postgres:
@@ -277,6 +273,47 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
         async with connection.begin():
             await lock_for_creation(connection, "jobs", schema.qualified_name)
             await connection.run_sync(work)
+
+
+def _create_missing(
+    connection: Connection, found: dict[Table, list[str] | None]
+) -> dict[Table, set[str]]:
+    """Create the tables (``found``: their live columns, None if absent) and indexes that do
+    not exist; the names of each table's indexes as they were.
+
+    Only what is missing: even CREATE INDEX IF NOT EXISTS takes the table's SHARE lock before
+    it finds the index there, so a worker starting would wait behind any open write
+    transaction on the table and hold every enqueue behind it meanwhile (seen: a worker whose
+    loop was blocked inside its registration stalled the next worker's start for as long).
+    One catalog query per existing table names its indexes.
+    """
+    indexes: dict[Table, set[str]] = {}
+    for table, columns in found.items():
+        if columns is None:
+            connection.execute(CreateTable(table))
+            indexes[table] = set()
+        else:
+            indexes[table] = _index_names(connection, table)
+        for index in table.indexes:
+            if index.name not in indexes[table]:
+                connection.execute(CreateIndex(index, if_not_exists=True))
+    return indexes
+
+
+def _index_names(connection: Connection, table: Table) -> set[str]:
+    """The names of ``table``'s indexes, from the catalog (SQLAlchemy's reflection skips
+    expression indexes such as ``ix_<table>_by_state``, with a warning)."""
+    if connection.dialect.name == "postgresql":
+        query = text(
+            "SELECT indexname FROM pg_indexes "
+            "WHERE schemaname = coalesce(:schema, current_schema()) AND tablename = :table"
+        )
+        rows = connection.execute(query, {"schema": table.schema, "table": table.name})
+    else:
+        master = "sqlite_master" if table.schema is None else f'"{table.schema}".sqlite_master'
+        query = text(f"SELECT name FROM {master} WHERE type = 'index' AND tbl_name = :table")
+        rows = connection.execute(query, {"table": table.name})
+    return {str(name) for (name,) in rows}
 
 
 def _drop_old_state_index(connection: Connection, jobs: Table) -> None:

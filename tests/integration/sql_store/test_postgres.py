@@ -178,3 +178,28 @@ async def test_the_claim_uses_the_due_index(pg_harness: StoreHarness) -> None:
     finally:
         await engine.dispose()
     assert f"ix_{pg_harness.table}_due" in lines
+
+
+async def test_a_store_starting_on_an_up_to_date_table_waits_for_no_open_transaction(
+    pg_harness: StoreHarness,
+) -> None:
+    """Another process's transaction left open on the job and worker tables (its worker's
+    loop blocked mid-write) must not hold up a new store's schema set-up, nor it the writes."""
+    first = pg_harness.store()
+    await first.create_schema()
+    await first.enqueue(new_request())
+    engine = create_engine(pg_harness.url)
+    try:
+        async with engine.connect() as connection:
+            transaction = await connection.begin()
+            for table in (f"{pg_harness.prefix}queue", f"{pg_harness.prefix}workers"):
+                await connection.execute(text(f'LOCK TABLE "{table}" IN ROW EXCLUSIVE MODE'))
+            try:
+                second = pg_harness.store()
+                async with asyncio.timeout(5):
+                    await second.create_schema()
+                    await second.enqueue(new_request())
+            finally:
+                await transaction.rollback()
+    finally:
+        await engine.dispose()
