@@ -39,10 +39,10 @@ from typing import Any
 from loguru import logger
 from redis.asyncio import Redis
 
-from jobs import JobHandlerRegistry, JobQueue, JobRunner, JobsSettings, NewJob
+from jobs import JobQueue, NewJob
 from jobs.testing.redis_server import RedisServer
 
-from .scenarios import JOB_TYPE, PAYLOAD
+from .scenarios import JOB_TYPE, PAYLOAD, drain
 
 TARGET_ENQUEUE_US = 60
 TARGET_DRAINED_US = 90
@@ -166,7 +166,7 @@ async def ours(admin: Redis, url: str, n: int, batch: int) -> tuple[Cost, Cost, 
     queue = JobQueue(driver)
     try:
         await queue.enqueue(JOB_TYPE, PAYLOAD)  # warm: scripts loaded, connection open
-        await _drain(driver, 1)
+        await drain(driver, 1)
 
         async def one_by_one() -> None:
             for _ in range(n):
@@ -179,36 +179,11 @@ async def ours(admin: Redis, url: str, n: int, batch: int) -> tuple[Cost, Cost, 
 
         single = await measured(admin, n, one_by_one)
         many = await measured(admin, n, batched)
-        drained = await measured(admin, 2 * n, lambda: _drain(driver, 2 * n))
+        drained = await measured(admin, 2 * n, lambda: drain(driver, 2 * n))
         return single, many, drained
     finally:
         await driver.close()
         await delete_namespace(admin, namespace)
-
-
-async def _drain(driver: Any, n: int) -> None:
-    done = asyncio.Event()
-    completed = 0
-
-    async def noop(payload: Any) -> None:
-        nonlocal completed
-        completed += 1
-        if completed == n:
-            done.set()
-
-    registry = JobHandlerRegistry()
-    registry.register(JOB_TYPE, noop)
-    runner = JobRunner(driver, registry, JobsSettings(concurrency=10))
-    runner.start()
-    try:
-        await asyncio.wait_for(done.wait(), timeout=600)
-        deadline = time.monotonic() + 60
-        while runner.stats["completed"] < n:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the runner settled {runner.stats['completed']} of {n} jobs")
-            await asyncio.sleep(0.001)
-    finally:
-        await runner.close()
 
 
 class BareQueue:

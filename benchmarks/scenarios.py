@@ -30,6 +30,12 @@ async def drain_rate(driver: JobDriver, n: int, concurrency: int = 10) -> float:
     queue = JobQueue(driver)
     for _ in range(n):
         await queue.enqueue(JOB_TYPE, PAYLOAD)
+    return n / await drain(driver, n, concurrency)
+
+
+async def drain(driver: JobDriver, n: int, concurrency: int = 10) -> float:
+    """Run a runner until it has handled and settled ``n`` queued no-op jobs, then close it;
+    the seconds from its start until the last settle (the close not counted)."""
     done = asyncio.Event()
     completed = 0
 
@@ -42,11 +48,12 @@ async def drain_rate(driver: JobDriver, n: int, concurrency: int = 10) -> float:
     runner = _runner(driver, noop, concurrency)
     started = time.perf_counter()
     runner.start()
-    await asyncio.wait_for(done.wait(), timeout=600)
-    await _settled(runner, n)
-    elapsed = time.perf_counter() - started
-    await runner.close()
-    return n / elapsed
+    try:
+        await asyncio.wait_for(done.wait(), timeout=600)
+        await _settled(runner, n)
+        return time.perf_counter() - started
+    finally:
+        await runner.close()
 
 
 async def start_latency(driver: JobDriver, samples: int) -> tuple[float, float]:
