@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from loguru import logger
 
+from jobs.testing.helpers import wait_until
 
-async def wait_until(
-    condition: Callable[[], bool | Awaitable[bool]],
-    *,
-    timeout: float = 5.0,  # noqa: ASYNC109 - a deadline for polling, not a cancel scope
-    interval: float = 0.005,
-    message: str = "condition",
-) -> None:
-    """Poll ``condition`` until it holds; fail with ``message`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-        await asyncio.sleep(interval)
+__all__ = ["captured_logs", "wait_until"]
 
 
 @contextmanager

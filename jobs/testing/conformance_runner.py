@@ -8,16 +8,16 @@ waits for a beat the driver answered (observed through a counting wrapper), neve
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Collection
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jobs.driver import ClaimedJob, JobDriver
 from jobs.handlers import JobHandlerRegistry
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
 
-from .helpers import ALL, LEASE_MS, enqueue
+from .helpers import ALL, LEASE_MS, enqueue, wait_until
 
 if TYPE_CHECKING:
     from .helpers import DriverHarness
@@ -27,15 +27,7 @@ _HEARTBEAT_MS = 40
 
 
 async def _until(condition: Callable[[], bool | Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + _DEADLINE_S
-    while True:
-        result = condition()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
+    await wait_until(condition, timeout=_DEADLINE_S, message=what)
 
 
 class _Beats:
@@ -96,6 +88,30 @@ def _split(ids: dict[str, str], handler: _Gated) -> tuple[str, str]:
     return ids[running], ids[waiting]
 
 
+class _Pair(NamedTuple):
+    runner: JobRunner
+    handler: _Gated
+    ids: dict[str, str]
+    running: str
+    ready: str
+
+
+@asynccontextmanager
+async def _one_running_one_ready(driver: JobDriver) -> AsyncIterator[_Pair]:
+    """Two jobs and a started one-slot runner (prefetch 1): one running, held by the gate,
+    and one ready. The gate is opened and the runner closed on the way out."""
+    ids = await _enqueue_named(driver, 2)
+    handler = _Gated()
+    runner = _runner(driver, handler, prefetch=1)
+    runner.start()
+    try:
+        await _until(lambda: (len(handler.ran), runner.ready) == (1, 1), "one ready")
+        yield _Pair(runner, handler, ids, *_split(ids, handler))
+    finally:
+        handler.gate.set()
+        await runner.close()
+
+
 async def _state(driver: JobDriver, job_id: str) -> tuple[str, int]:
     info = await driver.get_job(job_id)
     assert info is not None
@@ -108,13 +124,7 @@ class RunnerConformance:
     ) -> None:
         driver = _Beats(await driver_harness.driver())
         other = await driver_harness.driver()
-        ids = await _enqueue_named(driver, 2)
-        handler = _Gated()
-        runner = _runner(driver, handler, prefetch=1)
-        runner.start()
-        try:
-            await _until(lambda: (len(handler.ran), runner.ready) == (1, 1), "one ready")
-            first, second = _split(ids, handler)
+        async with _one_running_one_ready(driver) as (_, handler, _, first, second):
             driver_harness.clock.advance(LEASE_MS - 1)
             beats = {job_id: driver.accepted.get(job_id, 0) for job_id in (first, second)}
             await _until(
@@ -127,21 +137,12 @@ class RunnerConformance:
             await _until(lambda: _all_completed(driver, first, second), "both completed")
             assert sorted(handler.ran) == ["job-0", "job-1"]
             assert await _state(driver, second) == ("completed", 1)
-        finally:
-            handler.gate.set()
-            await runner.close()
 
     async def test_a_ready_job_cancelled_by_an_operator_is_dropped_unrun(
         self, driver_harness: DriverHarness
     ) -> None:
         driver = _Beats(await driver_harness.driver())
-        ids = await _enqueue_named(driver, 2)
-        handler = _Gated()
-        runner = _runner(driver, handler, prefetch=1)
-        runner.start()
-        try:
-            await _until(lambda: (len(handler.ran), runner.ready) == (1, 1), "one ready")
-            first, second = _split(ids, handler)
+        async with _one_running_one_ready(driver) as (runner, handler, ids, first, second):
             assert await driver.cancel(second)
             await _until(lambda: runner.ready == 0, "the cancelled job dropped")
             assert driver.refused.get(second, 0) >= 1
@@ -150,9 +151,6 @@ class RunnerConformance:
             await _until(lambda: _completed(driver, first), "the running job completed")
             assert handler.ran == [next(name for name, id_ in ids.items() if id_ == first)]
             assert await _state(driver, second) == ("cancelled", 1)
-        finally:
-            handler.gate.set()
-            await runner.close()
 
     async def test_close_runs_the_ready_jobs_before_it_returns(
         self, driver_harness: DriverHarness

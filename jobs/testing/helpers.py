@@ -1,8 +1,11 @@
-"""Helpers of the conformance suites: the harness protocol, requests, enqueue and claim."""
+"""Helpers of the conformance suites: the harness protocol, requests, enqueue and claim,
+waiting on a condition with a deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol
 
 from jobs.clock import ManualClock
@@ -59,3 +62,23 @@ async def failed_job(driver: JobDriver, job_type: str = "t", **fields: object) -
     assert [c.id for c in claimed] == [job_id]
     assert await driver.fail(job_id, claimed[0].lease_token, error="RuntimeError: boom")
     return job_id
+
+
+async def wait_until(
+    condition: Callable[[], bool | Awaitable[bool]],
+    *,
+    timeout: float = 5.0,  # noqa: ASYNC109 - a deadline for polling, not a cancel scope
+    interval: float = 0.005,
+    message: str = "condition",
+) -> None:
+    """Poll ``condition`` until it holds; fail with ``message`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        await asyncio.sleep(interval)

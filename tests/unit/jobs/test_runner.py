@@ -283,15 +283,22 @@ class RecordingDriver:
         return await self.inner.complete(job_id, lease_token)
 
 
-async def test_a_failing_store_is_logged_and_the_loop_carries_on() -> None:
-    driver = RecordingDriver(InProcessJobDriver())
-    driver.claim_failures = 2
+async def _one_job(driver: RecordingDriver) -> tuple[JobHandlerRegistry, str]:
+    """A registry whose handler of "t" does nothing, and one "t" job enqueued on ``driver``."""
     registry = JobHandlerRegistry()
 
     async def works(payload: Any) -> None: ...
 
     registry.register("t", works)
     job_id = await JobQueue(driver).enqueue("t")
+    assert job_id is not None
+    return registry, job_id
+
+
+async def test_a_failing_store_is_logged_and_the_loop_carries_on() -> None:
+    driver = RecordingDriver(InProcessJobDriver())
+    driver.claim_failures = 2
+    registry, job_id = await _one_job(driver)
     runner = JobRunner(driver, registry)
     with captured_logs() as logs:
         runner.start()
@@ -309,12 +316,7 @@ async def test_a_failing_store_is_logged_and_the_loop_carries_on() -> None:
 async def test_the_claim_backoff_stays_within_the_poll_interval() -> None:
     driver = RecordingDriver(InProcessJobDriver())
     driver.claim_failures = 3
-    registry = JobHandlerRegistry()
-
-    async def works(payload: Any) -> None: ...
-
-    registry.register("t", works)
-    job_id = await JobQueue(driver).enqueue("t")
+    registry, job_id = await _one_job(driver)
     runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=150))
     with captured_logs() as logs:
         runner.start()
@@ -327,12 +329,7 @@ async def test_the_claim_backoff_stays_within_the_poll_interval() -> None:
 async def test_a_failed_complete_is_logged_and_retried_after_a_backoff() -> None:
     driver = RecordingDriver(InProcessJobDriver())
     driver.complete_failures = 1
-    registry = JobHandlerRegistry()
-
-    async def works(payload: Any) -> None: ...
-
-    registry.register("t", works)
-    job_id = await JobQueue(driver).enqueue("t")
+    registry, job_id = await _one_job(driver)
     runner = JobRunner(driver, registry)
     with captured_logs() as logs:
         runner.start()
