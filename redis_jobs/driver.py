@@ -252,10 +252,7 @@ class RedisJobDriver(RedisOperations):
                 positions.append(position)
                 parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, ""]))
         if parts:
-            shared = self._finish_constants.get("completed") if self._clock is None else None
-            if shared is None:
-                shared = self._finish_shared("completed", self._now())
-            statuses = await self._scripts.batch("finish", shared, parts)
+            statuses = await self._scripts.batch("finish", self._finish_of("completed"), parts)
             for position, status in zip(positions, statuses, strict=True):
                 results[position] = bool(status)
         return results
@@ -361,13 +358,16 @@ class RedisJobDriver(RedisOperations):
         job_type = _token_type(token)
         if job_type is None:
             return False
-        keys = self._keys
-        shared = self._finish_constants.get(state) if self._clock is None else None
-        if shared is None:
-            shared = self._finish_shared(state, self._now())
-        job_keys = [keys.job(job_id), keys.leased(job_type)]
+        job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
         job_args: list[ScriptArg] = [job_id, token, error or ""]
+        shared = self._finish_of(state)
         return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
+
+    def _finish_of(self, state: JobState) -> Shared:
+        """The finish function's shared keys and args for ``state`` (prebuilt unless a clock
+        was given, whose reading is one of them)."""
+        shared = self._finish_constants.get(state) if self._clock is None else None
+        return shared if shared is not None else self._finish_shared(state, self._now())
 
     def _finish_shared(self, state: JobState, now: str) -> Shared:
         keys = self._keys
