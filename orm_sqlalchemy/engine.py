@@ -19,9 +19,16 @@ sleeps with growing pauses (1, 2, 5 ... 100 ms) and retries, so under load a wai
 sleeps past the moment the lock is free and the order is left to chance: measured, 10
 producers committing an outbox entry each, the relay's and runner's statements waited seconds
 (commit-to-handler p99 1.1-3.3 s). Handed over, the lock goes to the next writer in the next
-loop iteration. The pool keeps its connections, so readers (WAL) are not held up; a
-transaction opened another way (``engine.begin()`` yourself, another process) still meets the
-lock in the busy handler.
+loop iteration. The pool keeps its connections, so readers (WAL) are not held up.
+
+Between processes (the app and a ``neverlost worker`` beside it on one file) the turn's holder
+also takes an advisory lock on ``<database>-neverlost-writer.lock`` for its turn
+(``_process_lock``): the kernel wakes the waiting process when the holder lets go, or dies.
+Measured, 10 producers with the relay and runner in a worker process: commit-to-handler p50
+220 ms and p99 760 ms through SQLite's busy handler, p50 35 ms and p99 65 ms queued on the
+lock file (the p50 is mostly the worker's 50 ms ``data_version`` watch). A transaction opened
+another way (``engine.begin()`` yourself, another tool on the file, any writer on Windows)
+still meets the lock in the busy handler; an in-memory database has no lock file.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from collections.abc import AsyncIterator
 from contextvars import ContextVar, Token
 from typing import Any
 
+from loguru import logger
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
@@ -47,6 +55,8 @@ try:
     from sqlalchemy.util import await_ as _await  # SQLAlchemy 2.1
 except ImportError:  # pragma: no cover - SQLAlchemy 2.0
     from sqlalchemy.util import await_only as _await
+
+from ._process_lock import ProcessWriterLock, writer_lock_path
 
 __all__ = [
     "ACCEPTED_SCHEMES",
@@ -185,7 +195,7 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int = BUSY_TIMEOUT
                 raise DBAPIError.instance(f"BEGIN {mode}", None, exc, sqlite3.Error) from exc
         begin_on_driver(conn, f"BEGIN {mode}")
 
-    gate = SQLiteWriterGate(busy_timeout_ms / 1000)
+    gate = SQLiteWriterGate(busy_timeout_ms / 1000, lock_path=writer_lock_path(engine.url))
     event.listen(sync_engine, "checkout", on_checkout)
     event.listen(sync_engine, "begin", on_begin)
     setattr(sync_engine, _GATE_ATTRIBUTE, gate)
@@ -270,8 +280,9 @@ class SQLiteWriterGate:
     State is kept per event loop (an engine may outlive one: tests, ``asyncio.run`` twice).
     """
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, *, lock_path: str | None = None) -> None:
         self._timeout_s = timeout_s
+        self.lock_path = lock_path
         self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = (
             weakref.WeakKeyDictionary()
         )
@@ -290,29 +301,68 @@ class SQLiteWriterGate:
         turns = self._turns.get(asyncio.get_running_loop())
         return (0, 0) if turns is None else turns.waiting()
 
+    def waits_for_another_process(self) -> bool:
+        """Whether this event loop's holder of the turn waits for a writer of another process."""
+        turns = self._turns.get(asyncio.get_running_loop())
+        return turns is not None and turns.waits_for_another_process()
+
     async def acquire(self, *, store: bool = False) -> _Turns:
         """Wait for the write turn; the object to ``release()`` when the transaction ends."""
         loop = asyncio.get_running_loop()
         turns = self._turns.get(loop)
         if turns is None:
-            turns = self._turns[loop] = _Turns()
+            process = None if self.lock_path is None else ProcessWriterLock(self.lock_path)
+            turns = self._turns[loop] = _Turns(process)
         await turns.acquire(store=store, timeout_s=self._timeout_s)
         return turns
 
 
 class _Turns:
-    """The write turn on one event loop: held or not, and who waits for it (two queues)."""
+    """The write turn on one event loop: held or not, and who waits for it (two queues); and
+    the lock between processes (``ProcessWriterLock``) that its holder takes next."""
 
-    def __init__(self) -> None:
+    def __init__(self, process: ProcessWriterLock | None) -> None:
+        self._process = process
         self._held = False
         self._passed = 0
         self._stores: collections.deque[asyncio.Future[None]] = collections.deque()
         self._others: collections.deque[asyncio.Future[None]] = collections.deque()
 
     async def acquire(self, *, store: bool, timeout_s: float) -> None:
-        if not self._held:
+        left_s = timeout_s
+        if self._held:
+            started = time.monotonic()
+            await self._wait(store=store, timeout_s=timeout_s)
+            left_s -= time.monotonic() - started
+        else:
             self._held = True
+        process = self._process
+        if process is None:
             return
+        try:
+            if process.try_acquire():
+                return
+        except OSError as exc:  # the lock file cannot be made or locked here: SQLite's lock only
+            logger.warning(
+                "SQLite writers of other processes will meet this one in SQLite's busy "
+                "handler: cannot lock {}: {}",
+                process.path,
+                exc,
+            )
+            self._process = None
+            return
+        try:
+            await process.acquire(max(left_s, 0.0))
+        except BaseException as exc:
+            self._hand_on()
+            if isinstance(exc, TimeoutError):
+                raise sqlite3.OperationalError(
+                    f"database is locked (waited {timeout_s:g} s for the writers of another "
+                    f"process, the holder of {process.path})"
+                ) from None
+            raise
+
+    async def _wait(self, *, store: bool, timeout_s: float) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         queue = self._stores if store else self._others
         queue.append(waiter)
@@ -321,7 +371,7 @@ class _Turns:
                 await waiter
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
-                self.release()  # handed the turn as the wait ended: pass it on
+                self._hand_on()  # handed the turn as the wait ended: pass it on
             else:
                 with contextlib.suppress(ValueError):
                     queue.remove(waiter)
@@ -339,7 +389,16 @@ class _Turns:
             sum(not waiter.done() for waiter in self._others),
         )
 
+    def waits_for_another_process(self) -> bool:
+        return self._process is not None and self._process.waiting
+
     def release(self) -> None:
+        """End the turn: the lock between processes let go, the turn handed on (``_hand_on``)."""
+        if self._process is not None:
+            self._process.release()
+        self._hand_on()
+
+    def _hand_on(self) -> None:
         """Hand the turn to the next waiter, or free it: a waiting store group once
         ``STORE_TURN_AFTER`` transactions have had the turn since it began to wait (or none
         waits), else the longest-waiting transaction."""
