@@ -42,8 +42,12 @@ def writer_lock_path(url: URL) -> str | None:
         return None
     database = url.database or ""
     if str(url.query.get("uri", "")).lower() in ("true", "1"):
+        # SQLAlchemy moves the URI's parameters into the URL's query; a few may stay behind.
         parts = urlsplit(database)
-        if parts.scheme != "file" or "memory" in parse_qs(parts.query).get("mode", []):
+        options = {**parse_qs(parts.query), **{k: [str(v)] for k, v in url.query.items()}}
+        if options.get("mode") == ["memory"] or options.get("vfs") == ["memdb"]:
+            return None
+        if parts.scheme != "file":
             return None
         database = unquote(parts.path)
     if database in ("", ":memory:"):

@@ -277,7 +277,9 @@ class SQLiteWriterGate:
     the commit rate); alternating, p99 80-190 ms at 0.8-1.2x the commit rate of arrival order.
     Through SQLite's busy handler it was p99 1.1-3.3 s. Waiting longer than the busy timeout
     raises what SQLite would have: ``sqlite3.OperationalError("database is locked ...")``.
-    State is kept per event loop (an engine may outlive one: tests, ``asyncio.run`` twice).
+    With a ``lock_path`` (a database file, see ``configure_sqlite``) a turn also holds the lock
+    between processes for its length (``ProcessWriterLock``), the busy timeout counting both
+    waits. State is kept per event loop (an engine may outlive one: tests, ``asyncio.run`` twice).
     """
 
     def __init__(self, timeout_s: float, *, lock_path: str | None = None) -> None:

@@ -45,7 +45,9 @@ async def main(path: str) -> None:
             elif command == "write":
                 for n in range(int(args[0])):
                     async with tm.transaction() as session:
-                        await session.execute(text("INSERT INTO log VALUES (:n, 'child')"), {"n": n})
+                        await session.execute(
+                            text("INSERT INTO log VALUES (:n, 'child')"), {"n": n}
+                        )
                 say("wrote")
     finally:
         await engine.dispose()

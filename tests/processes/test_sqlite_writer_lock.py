@@ -9,6 +9,7 @@ busy handler. The other process is ``tests.processes.sqlite_writer``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sqlite3
@@ -48,14 +49,14 @@ class Child:
 
 
 @pytest.fixture
-async def database(tmp_path: Path) -> AsyncIterator[Path]:
+async def database(tmp_path: Path) -> Path:
     path = tmp_path / "shared.db"
     engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
     configure_sqlite(engine)
     async with engine.begin() as conn:
         await conn.exec_driver_sql("CREATE TABLE log (n INTEGER NOT NULL, writer TEXT NOT NULL)")
     await engine.dispose()
-    yield path
+    return path
 
 
 @pytest.fixture
@@ -141,9 +142,7 @@ async def test_a_killed_holder_lets_the_waiting_writer_in(database: Path, child:
         await engine.dispose()
 
 
-async def test_waiting_past_the_timeout_is_database_is_locked(
-    database: Path, child: Child
-) -> None:
+async def test_waiting_past_the_timeout_is_database_is_locked(database: Path, child: Child) -> None:
     engine = await _engine(database, busy_timeout_ms=100)
     tm = SQLAlchemyTransactionManager(engine)
     try:
@@ -175,8 +174,9 @@ async def test_writers_of_two_processes_take_turns(database: Path, child: Child)
         async with engine.connect() as conn:
             rows = (await conn.exec_driver_sql("SELECT writer FROM log ORDER BY rowid")).all()
         writers = [row[0] for row in rows]
-        assert sorted(set(writers)) == ["child", "parent"] and len(writers) == 400
-        switches = sum(a != b for a, b in zip(writers, writers[1:], strict=False))
+        assert sorted(set(writers)) == ["child", "parent"]
+        assert len(writers) == 400
+        switches = sum(a != b for a, b in itertools.pairwise(writers))
         assert switches >= 2  # they overlapped: each waited for the other at least once
     finally:
         await engine.dispose()

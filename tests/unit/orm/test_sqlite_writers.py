@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
+from orm_sqlalchemy._process_lock import writer_lock_path
 from orm_sqlalchemy.engine import configure_sqlite, writer_gate
 
 DEADLINE_S = 10.0
@@ -211,3 +213,64 @@ async def test_waiting_past_the_busy_timeout_is_database_is_locked(tmp_path: Pat
             await session.execute(text("INSERT INTO log VALUES (2, 'after')"))
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("url", "lock"),
+    [
+        ("sqlite+aiosqlite:///{dir}/jobs.db", "{dir}/jobs.db-neverlost-writer.lock"),
+        ("sqlite+aiosqlite:///{dir}/sub/../jobs.db", "{dir}/jobs.db-neverlost-writer.lock"),
+        ("sqlite+aiosqlite:///file:{dir}/jobs.db?mode=rwc&uri=true",
+         "{dir}/jobs.db-neverlost-writer.lock"),
+        ("sqlite+aiosqlite://", None),
+        ("sqlite+aiosqlite:///:memory:", None),
+        ("sqlite+aiosqlite:///file::memory:?uri=true", None),
+        ("sqlite+aiosqlite:///file:shared?mode=memory&cache=shared&uri=true", None),
+    ],
+)  # fmt: skip
+def test_a_database_file_has_a_lock_file_beside_it_and_memory_none(
+    tmp_path: Path, url: str, lock: str | None
+) -> None:
+    directory = tmp_path.resolve()
+    found = writer_lock_path(make_url(url.format(dir=directory)))
+    assert found == (None if lock is None else lock.format(dir=directory))
+
+
+async def test_two_engines_on_one_file_take_turns_on_its_lock_file(tmp_path: Path) -> None:
+    """Two engines of one process (each its own gate, as two processes would have) with
+    SQLite's busy timeout 0: the second's writer waits on the lock file, then commits."""
+    path = tmp_path / "two.db"
+    first = await _engine(path, sqlite_busy_timeout_ms=0)
+    second = create_async_engine(f"sqlite+aiosqlite:///{path}")
+    configure_sqlite(second)
+    event.listen(second.sync_engine, "checkout", _no_busy_wait)
+    gate = writer_gate(second)
+    assert gate is not None
+    assert gate.lock_path == writer_lock_path(make_url(f"sqlite:///{path}"))
+    try:
+        entered, leave = asyncio.Event(), asyncio.Event()
+        holder = asyncio.create_task(_holding(SQLAlchemyTransactionManager(first), entered, leave))
+        await asyncio.wait_for(entered.wait(), DEADLINE_S)
+        second_entered, second_leave = asyncio.Event(), asyncio.Event()
+        waiting = asyncio.create_task(
+            _holding(SQLAlchemyTransactionManager(second), second_entered, second_leave)
+        )
+        await _until(gate.waits_for_another_process)
+        assert not second_entered.is_set()
+        leave.set()
+        await asyncio.wait_for(asyncio.gather(holder, second_entered.wait()), DEADLINE_S)
+        second_leave.set()
+        await asyncio.wait_for(waiting, DEADLINE_S)
+        async with first.connect() as conn:
+            conn = await conn.execution_options(sqlite_begin="DEFERRED")
+            count = (await conn.exec_driver_sql("SELECT count(*) FROM log")).scalar_one()
+        assert count == 2
+    finally:
+        await first.dispose()
+        await second.dispose()
+
+
+def _no_busy_wait(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout = 0")
+    cursor.close()
