@@ -344,6 +344,13 @@ class _Turns:
         try:
             if process.try_acquire():
                 return
+            await process.acquire(max(left_s, 0.0))
+        except TimeoutError:
+            self._hand_on()
+            raise sqlite3.OperationalError(
+                f"database is locked (waited {timeout_s:g} s for the writers of another "
+                f"process, the holder of {process.path})"
+            ) from None
         except OSError as exc:  # the lock file cannot be made or locked here: SQLite's lock only
             logger.warning(
                 "SQLite writers of other processes will meet this one in SQLite's busy "
@@ -352,16 +359,8 @@ class _Turns:
                 exc,
             )
             self._process = None
-            return
-        try:
-            await process.acquire(max(left_s, 0.0))
-        except BaseException as exc:
+        except BaseException:
             self._hand_on()
-            if isinstance(exc, TimeoutError):
-                raise sqlite3.OperationalError(
-                    f"database is locked (waited {timeout_s:g} s for the writers of another "
-                    f"process, the holder of {process.path})"
-                ) from None
             raise
 
     async def _wait(self, *, store: bool, timeout_s: float) -> None:

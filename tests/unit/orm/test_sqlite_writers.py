@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loguru import logger
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
@@ -274,3 +275,25 @@ def _no_busy_wait(dbapi_connection: Any, record: Any, proxy: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout = 0")
     cursor.close()
+
+
+async def test_a_lock_file_that_cannot_be_made_leaves_sqlites_own_lock(tmp_path: Path) -> None:
+    path = tmp_path / "nolock.db"
+    _in_the_way(Path(f"{path}-neverlost-writer.lock"))
+    engine = await _engine(path)
+    tm = SQLAlchemyTransactionManager(engine)
+    said: list[str] = []
+    sink = logger.add(lambda message: said.append(str(message)), level="WARNING")
+    try:
+        for n in range(2):
+            async with tm.transaction() as session:
+                await session.execute(text("INSERT INTO log VALUES (:n, 'writer')"), {"n": n})
+        assert len(said) == 1  # said once, then the gate goes on without it
+        assert "busy handler" in said[0]
+    finally:
+        logger.remove(sink)
+        await engine.dispose()
+
+
+def _in_the_way(lock_file: Path) -> None:
+    lock_file.mkdir()  # a directory where the lock file goes: it cannot be opened to lock
