@@ -3,7 +3,7 @@
 SQLite's own lock is no queue: a writer that finds it taken sleeps in the busy handler (1, 2,
 5 ... 100 ms) and tries again, so across processes a waiting writer sleeps past the moment the
 lock is free (measured: the relay and runner in a worker process beside 10 producers, commit
-to handler p99 0.5-1.4 s). ``flock`` on ``<database>-neverlost-writer.lock`` is a lock the
+to handler p99 0.4-2.5 s; 65-91 ms on this lock). ``flock`` on ``<database>-neverlost-writer.lock`` is a lock the
 kernel hands over: a process blocked on it is woken when the holder lets go, and the kernel
 lets go for a process that dies. The standard library has no lock of that kind that asyncio
 can wait for: ``fcntl.flock`` blocks, so a writer tries it without blocking first (no thread

@@ -24,11 +24,14 @@ loop iteration. The pool keeps its connections, so readers (WAL) are not held up
 Between processes (the app and a ``neverlost worker`` beside it on one file) the turn's holder
 also takes an advisory lock on ``<database>-neverlost-writer.lock`` for its turn
 (``_process_lock``): the kernel wakes the waiting process when the holder lets go, or dies.
-Measured, 10 producers with the relay and runner in a worker process: commit-to-handler p50
-220 ms and p99 760 ms through SQLite's busy handler, p50 35 ms and p99 65 ms queued on the
-lock file (the p50 is mostly the worker's 50 ms ``data_version`` watch). A transaction opened
-another way (``engine.begin()`` yourself, another tool on the file, any writer on Windows)
-still meets the lock in the busy handler; an in-memory database has no lock file.
+Measured, 10 producers with the relay and runner in a worker process, runs interleaved:
+commit-to-handler p50 85-1,330 ms and p99 0.4-2.5 s through SQLite's busy handler, p50 35-39
+ms and p99 65-91 ms queued on the lock file, at the same commit rate (the p50 is mostly the
+worker's 50 ms ``data_version`` watch). Relay and runner in the producers' process (two
+``flock`` calls a turn, never a wait), 12 interleaved pairs: median commit rate 467 against
+454/s, within the noise. A transaction opened another way (``engine.begin()`` yourself,
+another tool on the file, any writer on Windows) still meets the lock in the busy handler; an
+in-memory database has no lock file.
 """
 
 from __future__ import annotations
