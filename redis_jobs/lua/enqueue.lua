@@ -32,7 +32,7 @@ local EXISTING = {'payload', 'expires_at', 'created_at'}
 local HOLDER = {'expires_at', 'created_at'}
 local known_types = {}
 -- Per job type: the ready zset and signal list that its last checked job named (a job naming
--- others is checked again), then the write lists (later_*) of that ready zset, of the type's
+-- others is checked again), then the write buckets (later_*) of that ready zset, of the type's
 -- pending state indexes and of that signal list, made by the first job of the type stored.
 local checked_of = {}
 
@@ -133,16 +133,13 @@ local function apply(k, a, stale, run_at, has_key)
     redis.call('HSET', record, unpack(fields))
   end
   local checked = checked_of[job_type]  -- this job's: check made it
-  local lists = checked[3]
-  if lists == nil then
-    local all, typed = state_index(sp, 'pending', job_type)
-    lists = {
-      bucket('zadd', checked[1]), bucket('zadd', all), bucket('zadd', typed),
-      bucket('signal', checked[2]),
-    }
-    checked[3] = lists
+  local ready, all, typed, signal = checked[3], checked[4], checked[5], checked[6]
+  if ready == nil then
+    local all_key, typed_key = state_index(sp, 'pending', job_type)
+    ready, all = bucket('zadd', checked[1]), bucket('zadd', all_key)
+    typed, signal = bucket('zadd', typed_key), bucket('signal', checked[2])
+    checked[3], checked[4], checked[5], checked[6] = ready, all, typed, signal
   end
-  local ready, all, typed, signal = lists[1], lists[2], lists[3], lists[4]
   ready[#ready + 1] = run_at
   ready[#ready + 1] = id
   all[#all + 1] = now_text
