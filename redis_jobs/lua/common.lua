@@ -293,6 +293,22 @@ local function later_signal(key)
   values[#values + 1] = '1'
 end
 
+-- Pushes n of values[first], values[first + 1], ... onto the signal list key, no more than
+-- its cap allows, and starts its expiry when it was empty (see write_later); check_signal(key)
+-- first.
+local ONE_SIGNAL = {'1'}
+local function push_signals(key, values, first, n, cap, signal_ttl)
+  local length = signal_length[key]
+  local pushes = math.min(n, cap - length)
+  if pushes > 0 then
+    redis.call('LPUSH', key, unpack(values, first, first + pushes - 1))
+    if length == 0 then
+      redis.call('PEXPIRE', key, signal_ttl)
+    end
+    signal_length[key] = length + pushes
+  end
+end
+
 local function later_sadd(key, member)
   local values = bucket('sadd', key)
   values[#values + 1] = member
@@ -363,14 +379,7 @@ local function write_later(cap, signal_ttl)
     elseif kind == 'sadd' then
       redis.call('SADD', key, unpack(entry, 3))
     elseif kind == 'signal' then
-      local length = signal_length[key]
-      local pushes = math.min(#entry - 2, cap - length)
-      if pushes > 0 then
-        redis.call('LPUSH', key, unpack(entry, 3, 2 + pushes))
-        if length == 0 then
-          redis.call('PEXPIRE', key, signal_ttl)
-        end
-      end
+      push_signals(key, entry, 3, #entry - 2, cap, signal_ttl)
     elseif kind == 'keep' then
       local ttl = entry[3]
       if redis.call('PEXPIRE', key, ttl, 'GT') == 0 and redis.call('PTTL', key) == -1 then

@@ -17,11 +17,11 @@
 -- by a different live job. A key holder or id holder whose retention has ended is deleted.
 --
 -- The jobs are checked and stored one at a time, in order, as for_each_job does it (a job whose
--- check refuses gets the refusal as its result and writes nothing), with the per-job work of a
--- batch kept small: measured under callgrind on redis-server, ~82k instructions a job of a
--- 1,000-job enqueue_many became ~62k by reading each job's KEYS and ARGV in place, writing a
--- job without optional fields by one literal HSET, and checking a type's keys and finding
--- their write lists once a call.
+-- check refuses gets the refusal as its result and writes nothing), with little work a job:
+-- each job's KEYS and ARGV are read in place, a job without optional fields is written by one
+-- literal HSET, a batch checks a type's keys and finds their write buckets once, and a call
+-- of one job writes at once instead of queuing. Measured under callgrind on redis-server:
+-- ~82k -> ~62k instructions a job of a 1,000-job enqueue_many, ~219k -> ~175k a one-job call.
 
 local now = now_ms(ARGV[1])
 local now_text = int(now)
@@ -35,6 +35,10 @@ local known_types = {}
 -- others is checked again), then the write buckets (later_*) of that ready zset, of the type's
 -- pending state indexes and of that signal list, made by the first job of the type stored.
 local checked_of = {}
+-- A call of one job writes at once; a batch queues its writes (later_*), made at the end in
+-- one command a key: for one job the queue costs more than it saves.
+local jobs = (#ARGV - 3) / 11
+local alone = jobs == 1
 
 -- A job's KEYS and ARGV are read in place (k, a: the offsets of its first key and argument less
 -- one), and check hands apply its plan as return values: no table per job for either.
@@ -43,15 +47,17 @@ local function check(k, a)
   local id, job_type, flags = ARGV[a + 1], ARGV[a + 2], ARGV[a + 9]
   local has_key = flags ~= '' and string.find(flags, 'k', 1, true) ~= nil
   local ready, signal_key = KEYS[k + 2], KEYS[k + 3]
-  local checked = checked_of[job_type]
-  if checked == nil or checked[1] ~= ready or checked[2] ~= signal_key then
+  local checked = not alone and checked_of[job_type]
+  if not checked or checked[1] ~= ready or checked[2] ~= signal_key then
     if known_types[job_type] == nil then
       known_types[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
     end
     check_type_once(ready, 'zset')
     check_signal(signal_key)
     check_state_indexes(sp, job_type, 'pending')
-    checked_of[job_type] = {ready, signal_key}
+    if not alone then
+      checked_of[job_type] = {ready, signal_key}
+    end
   end
   local stale = nil
   local existing = check_type(record, 'hash') > 0 and load_job(record, EXISTING)
@@ -132,6 +138,17 @@ local function apply(k, a, stale, run_at, has_key)
     end
     redis.call('HSET', record, unpack(fields))
   end
+  if alone then
+    local all_key, typed_key = state_index(sp, 'pending', job_type)
+    redis.call('ZADD', KEYS[k + 2], run_at, id)
+    redis.call('ZADD', all_key, now_text, id)
+    redis.call('ZADD', typed_key, now_text, id)
+    if not known_types[job_type] then
+      redis.call('SADD', types, job_type)
+    end
+    push_signals(KEYS[k + 3], ONE_SIGNAL, 1, 1, cap, signal_ttl)
+    return 1
+  end
   local checked = checked_of[job_type]  -- this job's: check made it
   local ready, all, typed, signal = checked[3], checked[4], checked[5], checked[6]
   if ready == nil then
@@ -155,7 +172,7 @@ local function apply(k, a, stale, run_at, has_key)
 end
 
 local results = {}
-for job = 0, (#ARGV - 3) / 11 - 1 do
+for job = 0, jobs - 1 do
   local k, a = 6 + job * 4, 3 + job * 11
   local ok, result, go, stale, run_at, has_key = pcall(check, k, a)
   if not ok then
