@@ -45,6 +45,8 @@ from .settling import STORE_BACKOFF, Settler
 from .supervision import Supervisor
 
 CLAIM_LOOP = "claim"
+_SETTLE_STEPS = 4
+"""Steps of the event loop a claim waits at most for the jobs just started to run theirs."""
 HEARTBEAT_LOOP = "heartbeat"
 
 
@@ -102,6 +104,7 @@ class JobRunner:
         self._claim_failures = FailureStreak("claiming jobs")
         self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
+        self._launches = 0
         self._stopping = False
         self._closed = False
         self._unwatch: Callable[[], None] = _nothing
@@ -227,10 +230,15 @@ class JobRunner:
         failures = self._claim_failures
         concurrency, prefetch = self.settings.concurrency, self.prefetch
         refill = max(1, prefetch // 2)
+        batch = max(1, (concurrency + prefetch) // 2)
+        seen = 0
         while not self._supervisor.stopping():  # this loop's own stop: a successor may run
             self._fill_slots()
+            seen = await self._let_started_run(seen)
             free = self._to_claim(concurrency, prefetch)
-            if free <= 0 or (self._ready and free < refill):
+            if free <= 0 or (
+                free < refill if self._ready else (free < batch and self._settles_behind())
+            ):
                 await self._wait(self._wait_for_slot())
                 continue
             types = self.registry.types
@@ -278,17 +286,36 @@ class JobRunner:
             failures.failed(exc, then=f"claiming again in {delay_ms} ms")
             await self._supervisor.wait(asyncio.sleep(delay_ms / 1000))
 
+    async def _let_started_run(self, seen: int) -> int:
+        """Before a claim is sized, let the jobs just started run their first step (a few steps
+        at most, while more start): a handler that returns at once frees its slot first, so
+        the claim takes the whole batch instead of a few now and the rest one round trip later.
+        ``seen``: the launch count the last call returned."""
+        for _ in range(_SETTLE_STEPS):
+            if seen == self._launches:
+                break
+            seen = self._launches
+            await asyncio.sleep(0)
+        return seen
+
     def _to_claim(self, concurrency: int, prefetch: int) -> int:
         """Free slots plus free places among the ready jobs; a slot frees when its handler
-        returns and its settle goes on beside the next job, at most ``concurrency`` of those."""
+        returns and its settle goes on beside the next jobs, ``concurrency + prefetch`` of
+        those at most (one claimed batch settling while the next runs)."""
         settling = len(self._attempts) - len(self._busy)
         return (
             concurrency
             + prefetch
             - len(self._busy)
             - len(self._ready)
-            - max(0, settling - concurrency)
+            - max(0, settling - concurrency - prefetch)
         )
+
+    def _settles_behind(self) -> bool:
+        """More jobs settling than a claimed batch: the store is behind with the settles, so a
+        claim waits for them (a slot freed, or a settle done) until it can take half a batch,
+        rather than sending a statement for a few jobs."""
+        return len(self._attempts) - len(self._busy) > self.settings.concurrency + self.prefetch
 
     def _fill_slots(self) -> None:
         """Start ready jobs while there are free slots; one whose lease may have lapsed while
@@ -335,6 +362,7 @@ class JobRunner:
         if handler is None:  # registered types only are claimed; this is a defect, not input
             raise JobsError(f"claimed job type {job.type!r} has no handler")
         attempt = Attempt(job, handler, self._services, lease)
+        self._launches += 1
         self._busy.add(attempt)
         attempt.task = self._track(attempt, attempt.run())
 
