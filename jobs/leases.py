@@ -60,9 +60,13 @@ class LeaseKeeper:
         self._leases: set[Lease] = set()
         self._failures = FailureStreak("extending leases", level="WARNING")
 
-    def hold(self, job: ClaimedJob, on_lost: Callable[[str], None]) -> Lease:
-        """Start beating ``job``'s lease; ``on_lost`` runs if the store refuses a beat."""
-        lease = Lease(job, on_lost, time.monotonic())
+    def hold(
+        self, job: ClaimedJob, on_lost: Callable[[str], None], now: float | None = None
+    ) -> Lease:
+        """Start beating ``job``'s lease, granted at ``now`` (``time.monotonic()``, read here if
+        not given: a claimed batch reads it once); ``on_lost`` runs if the store refuses a
+        beat."""
+        lease = Lease(job, on_lost, time.monotonic() if now is None else now)
         self._leases.add(lease)
         return lease
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from loguru import logger
 
-from .driver import ClaimedJob, JobDriver
+from .driver import JobDriver
 from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
@@ -255,12 +255,14 @@ class JobRunner:
             self._contact.answered()
             self._last_claim = time.monotonic()
             failures.succeeded()
+            self.stats["claimed"] += len(jobs)
+            hold, now = self.leases.hold, time.monotonic()  # one clock read for the batch
             for job in jobs:
-                self.stats["claimed"] += 1
+                lease = hold(job, self._lost_while_ready, now)
                 if len(self._busy) < concurrency:
-                    self._launch(job)
+                    self._launch(lease)
                 else:
-                    self._ready.append(self.leases.hold(job, self._lost_while_ready))
+                    self._ready.append(lease)
             if len(jobs) < free:
                 # At most a heartbeat interval: an idle runner still hears from its store.
                 timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
@@ -328,7 +330,7 @@ class JobRunner:
             if self.leases.lapsed(lease, now):
                 self._drop_lapsed(lease)
                 continue
-            self._launch(lease.job, lease)
+            self._launch(lease)
 
     def _drop_lapsed(self, lease: Lease) -> None:
         self.leases.release(lease)
@@ -357,7 +359,8 @@ class JobRunner:
         await self._slot_freed.wait()
         self._slot_freed.clear()
 
-    def _launch(self, job: ClaimedJob, lease: Lease | None = None) -> None:
+    def _launch(self, lease: Lease) -> None:
+        job = lease.job
         handler = self.registry.get(job.type)
         if handler is None:  # registered types only are claimed; this is a defect, not input
             raise JobsError(f"claimed job type {job.type!r} has no handler")
