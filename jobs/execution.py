@@ -237,17 +237,19 @@ class Attempt:
         """Wait for a heartbeat in flight, settle, and end the span."""
         self._settling = True
         leases, lease = self.services.leases, self.lease
-        try:
-            beat = leases.settling(lease)
-            if beat is not None:
+        beat = leases.settling(lease)  # released there, unless a beat is in flight
+        if beat is not None:
+            try:
                 await beat
-            if error is None and not lease.lost:  # the common case
-                completed = await self.services.settler.complete(self.job)
-                outcome: Outcome = "completed" if completed else self._refused()
-            else:
-                outcome = await self._settle(error)
-        finally:
-            leases.release(lease)
+            finally:
+                leases.release(lease)
+        if error is None and not lease.lost:  # the common case
+            completed = await self.services.settler.complete(self.job)
+            outcome: Outcome = "completed" if completed else self._refused()
+        else:
+            outcome = await self._settle(error)
+        if self.span is None and not metering():
+            return outcome
         return self._ended(outcome, error)
 
     async def _settle(self, error: BaseException | None) -> Outcome:

@@ -48,8 +48,8 @@ _ERROR_MAX_CHARS = 4_000
 MESSAGING_SYSTEM = "neverlost"
 _NO_SDK = (ProxyTracerProvider, NoOpTracerProvider)
 _sdk_installed = False
-_UNKNOWN = object()
 _PROVIDER_FROM_ENV = OTEL_PYTHON_TRACER_PROVIDER in os.environ
+_API_GLOBAL = hasattr(trace, "_TRACER_PROVIDER")
 """Read once: OpenTelemetry reads the variable at the first ``get_tracer_provider()``."""
 
 
@@ -96,7 +96,7 @@ def tracing() -> bool:
     global _sdk_installed
     if _sdk_installed:
         return True
-    if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_FROM_ENV:
+    if _API_GLOBAL and trace._TRACER_PROVIDER is None and not _PROVIDER_FROM_ENV:
         return False  # none set yet (one set later is seen at the next call)
     _sdk_installed = not isinstance(trace.get_tracer_provider(), _NO_SDK)
     return _sdk_installed
