@@ -267,6 +267,7 @@ class JobRunner:
                 # At most a heartbeat interval: an idle runner still hears from its store.
                 timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
                 await self._wait(self.driver.wait_for_work(types, timeout_ms))
+                seen = self._launches  # those started before the wait ran long ago
 
     async def _beat_loop(self) -> None:
         interval_s = self.leases.sweep_interval_s
