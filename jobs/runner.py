@@ -6,8 +6,11 @@ ready, and when the store has nothing more, wait for the driver's wake-up (``pol
 at most). A slot whose handler returns starts the next ready job at once, in the same step of
 the event loop, while its settle goes on beside it: the claim round trip refills the ready jobs
 (when half of them went, so claims come in batches) instead of standing between a free slot and
-its next job. Ready jobs are leased: their leases are kept like running ones, one refused (the
-job was reclaimed or cancelled) drops the job unrun, and ``close()`` runs them as it drains.
+its next job. A claim is sized once the jobs just started ran their first step (those that
+return at once free their slots first), and while more jobs are settling than a batch (the
+store is behind) it waits until it can take half a batch. Every claimed job is leased from the
+claim: ready jobs' leases are kept like running ones, one refused (the job was reclaimed or
+cancelled) drops the job unrun, and ``close()`` runs them as it drains.
 Leases are kept by one ``LeaseKeeper`` (``leases``) and outcomes settled by one ``Settler``
 (``settling``); dependencies run one way, from here down. A failing store call is logged and
 retried with backoff where it happens. The claim, heartbeat and presence loops run under one
@@ -364,6 +367,7 @@ class JobRunner:
         job = lease.job
         handler = self.registry.get(job.type)
         if handler is None:  # registered types only are claimed; this is a defect, not input
+            self.leases.release(lease)
             raise JobsError(f"claimed job type {job.type!r} has no handler")
         attempt = Attempt(job, handler, self._services, lease)
         self._launches += 1
