@@ -38,8 +38,12 @@ class Coalescer(Generic[Item, Result]):
     alone; if ``send`` raises, every item of the group gets that error. With ``key``, a group
     never holds two items of one key (a repeat waits for the next group), so a send never sees
     the same job twice. A caller cancelled before its group is sent is left out of it.
-    Without ``hold``, a call made while nothing is in flight is sent from its caller's task,
-    through ``send_one(item)`` if given (it raises rather than returning an Exception).
+    Without ``hold``, a call made while nothing is in flight is sent alone from its caller's
+    task (``go_alone``), unless calls came in while the last lone one was in flight: calls then
+    overlap the sends (a store's round trips), so the first of them waits for the others made
+    in the same step of the event loop (the rest of a claimed batch) and goes with them; a
+    group of one with none waiting after it goes back to lone sends. A send that never
+    suspends (an in-process store) is never overlapped, so its calls always go alone.
     With ``hold``, each group is formed and sent inside ``async with hold():`` (SQLite's writer
     turn), so what is submitted while the turn is awaited joins that group; if entering
     ``hold`` fails, the group gets that error.
@@ -52,41 +56,50 @@ class Coalescer(Generic[Item, Result]):
         name: str,
         key: Callable[[Item], Hashable] | None = None,
         hold: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
-        send_one: Callable[[Item], Awaitable[Result]] | None = None,
     ) -> None:
         self._send = send
-        self._send_one = send_one
         self._name = name
         self._key = key
         self._hold = hold
         self._queue: list[_Call[Item, Result]] = []
         self._task: asyncio.Task[None] | None = None
         self._direct = False  # a lone call is being sent from its caller's task
+        self._overlapped = False  # calls came in while a lone one was in flight
+
+    def go_alone(self) -> bool:
+        """Take the turn to send one call from the caller's task, as ``submit`` does: True
+        when nothing is in flight or waiting and calls have not been overlapping. The caller
+        then makes the call itself (no task, no future), and ``alone_done()`` after it however
+        it ended; what is submitted meanwhile waits and goes as the next group."""
+        if self._direct or self._overlapped or self._queue or self._hold is not None:
+            return False
+        task = self._task
+        if task is not None and not task.done():
+            return False
+        self._direct = True
+        return True
+
+    def alone_done(self) -> None:
+        self._direct = False
+        if self._queue:
+            self._start()
 
     async def submit(self, item: Item) -> Result:
-        if self._hold is None and not self._direct and self._idle():
-            # Nothing in flight: sent at once from the caller's task (no task, no future); what
-            # is submitted meanwhile waits, and goes as the next group when this send ends.
-            self._direct = True
+        if self.go_alone():
             try:
-                if self._send_one is not None:
-                    return await self._send_one(item)
                 [outcome] = await self._send([item])
             finally:
-                self._direct = False
-                if self._queue:
-                    self._start()
+                self.alone_done()
             if isinstance(outcome, BaseException):
                 raise outcome
             return outcome
         call: _Call[Item, Result] = _Call(item, asyncio.get_running_loop().create_future())
         self._queue.append(call)
-        if not self._direct and (self._task is None or self._task.done()):
+        if self._direct:
+            self._overlapped = True
+        elif self._task is None or self._task.done():
             self._start()
         return await call.outcome
-
-    def _idle(self) -> bool:
-        return not self._queue and (self._task is None or self._task.done())
 
     def _start(self) -> None:
         self._task = asyncio.create_task(self._drain(), name=self._name)
@@ -99,10 +112,16 @@ class Coalescer(Generic[Item, Result]):
     async def _drain(self) -> None:
         group: list[_Call[Item, Result]] = []
         try:
+            if self._hold is None:
+                # One step more: the calls of jobs started in the step that made this task
+                # (a slot's next job, started as its last one settles) join the first group.
+                await asyncio.sleep(0)
             while self._queue:
                 if self._hold is None:
                     group = self._next_group()
                     await self._send_group(group)
+                    if len(group) <= 1 and not self._queue:
+                        self._overlapped = False  # calls are sparse again: send them alone
                     continue
                 try:
                     async with self._hold():

@@ -9,7 +9,7 @@ the job belongs to its new holder, or an operator cancelled it (``ctx.signal.rea
 which). A reclaimed job whose attempt is past its handler's ``max_attempts`` (its worker died
 on the last one) fails with the lease-expired error without running: the handler's options
 govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type
-and attempt (``telemetry.JobLogs``: what loguru's ``contextualize`` sets). The store calls
+and attempt (``telemetry.bind_job_logs``: what loguru's ``contextualize`` sets). The store calls
 themselves go through ``settling.Settler``. An attempt knows the services it is given
 (``AttemptServices``), never the runner.
 """
@@ -42,8 +42,8 @@ from .payload import decode_payload
 from .retry import Backoff
 from .settling import Settler
 from .telemetry import (
-    JobLogs,
     activate,
+    bind_job_logs,
     deactivate,
     describe_error,
     end_span,
@@ -100,7 +100,7 @@ class Attempt:
         job: ClaimedJob,
         handler: RegisteredHandler,
         services: AttemptServices,
-        lease: Lease | None = None,
+        lease: Lease,
     ) -> None:
         self.services = services
         self.job = job
@@ -111,7 +111,8 @@ class Attempt:
         self.span: Span | None = None
         self.timed_out = False
         self.lease = lease
-        """Given when the job was prefetched (its lease was kept while it waited)."""
+        """Held since the claim (kept while the job waited for a slot, if it was prefetched)."""
+        lease.on_lost = self._interrupt
         self.detached = False
         self._settling = False
         self._started = 0.0
@@ -120,7 +121,7 @@ class Attempt:
 
     @property
     def lease_lost(self) -> bool:
-        return self.lease is not None and self.lease.lost
+        return self.lease.lost
 
     @property
     def max_attempts(self) -> int:
@@ -129,61 +130,57 @@ class Attempt:
     async def run(self) -> Outcome:
         """The body of the attempt's task."""
         self._started = time.perf_counter()
-        span = self.span = start_job_span(self.job) if tracing() else None
-        leases = self.services.leases
-        lease = self.lease
-        if self.job.reclaimed and self.job.attempt > self.max_attempts:
-            if lease is not None:
-                leases.release(lease)
+        job, lease = self.job, self.lease
+        span = self.span = start_job_span(job) if tracing() else None
+        if job.reclaimed and job.attempt > self.max_attempts:
+            self.services.leases.release(lease)
             return await self._fail_unrun()
         token = activate(span) if span is not None else None
-        loop = asyncio.get_running_loop()
-        if lease is None:
-            self.lease = lease = leases.hold(self.job, self._interrupt)
-        else:
-            lease.on_lost = self._interrupt
         if self.timeout_ms is not None:
-            self._timeout_handle = loop.call_later(self.timeout_ms / 1000, self._on_timeout)
+            self._timeout_handle = asyncio.get_running_loop().call_later(
+                self.timeout_ms / 1000, self._on_timeout
+            )
         try:
             try:
                 error = await self._call_handler()
             finally:
-                deactivate(token)
-                self._cancel_timers()
+                if token is not None:
+                    deactivate(token)
+                if self._timeout_handle is not None or self._grace_handle is not None:
+                    self._cancel_timers()
                 self.services.on_handler_done(self)
             if self.detached:  # settled through on_detach after the grace period
                 return "detached"
             return await self.finish(error)
         finally:
             if not (self.detached or self._settling):  # finish() releases it itself
-                leases.release(lease)
+                self.services.leases.release(lease)
 
     async def _call_handler(self) -> BaseException | None:
         result: BaseException | None = None
         try:
             handler = self.handler
             args = self._arguments()
-            with JobLogs(self.job):
-                if handler.is_async:
-                    await handler.function(*args)
-                else:
-                    await asyncio.get_running_loop().run_in_executor(
-                        self.services.executor,
-                        _call_in,
-                        contextvars.copy_context(),
-                        handler.function,
-                        args,
-                    )
+            bind_job_logs(self.job)
+            if handler.is_async:
+                await handler.function(*args)
+            else:
+                await asyncio.get_running_loop().run_in_executor(
+                    self.services.executor,
+                    _call_in,
+                    contextvars.copy_context(),
+                    handler.function,
+                    args,
+                )
         except asyncio.CancelledError:
-            if not (self.timed_out or self.lease_lost):
+            if not (self.timed_out or self.lease.lost):
                 self._on_shutdown()
                 raise
             if self.task is not None:
                 self.task.uncancel()  # the cancellation was ours, and it is handled
         except Exception as exc:
             result = exc
-        lease = self.lease
-        if self.timed_out or (lease is not None and lease.lost):
+        if self.timed_out or self.lease.lost:
             return self.interruption_error()
         return result
 
@@ -240,18 +237,19 @@ class Attempt:
         """Wait for a heartbeat in flight, settle, and end the span."""
         self._settling = True
         leases, lease = self.services.leases, self.lease
-        try:
-            beat = leases.settling(lease) if lease is not None else None
-            if beat is not None:
+        beat = leases.settling(lease)  # released there, unless a beat is in flight
+        if beat is not None:
+            try:
                 await beat
-            if error is None and not (lease is not None and lease.lost):  # the common case
-                completed = await self.services.settler.complete(self.job)
-                outcome: Outcome = "completed" if completed else self._refused()
-            else:
-                outcome = await self._settle(error)
-        finally:
-            if lease is not None:
+            finally:
                 leases.release(lease)
+        if error is None and not lease.lost:  # the common case
+            completed = await self.services.settler.complete(self.job)
+            outcome: Outcome = "completed" if completed else self._refused()
+        else:
+            outcome = await self._settle(error)
+        if self.span is None and not metering():
+            return outcome
         return self._ended(outcome, error)
 
     async def _settle(self, error: BaseException | None) -> Outcome:

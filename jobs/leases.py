@@ -6,7 +6,7 @@ between half and one ``heartbeat_ms``, well inside the lease. A beat the store r
 the job was reclaimed or cancelled (one look at the job tells which): the lease's ``on_lost``
 callback runs with the reason, "lease lost" or "cancelled". Before settling, the holder calls
 ``settling()``, which stops further beats and gives the beat in flight to wait for, so a late
-beat never lands after the job was settled.
+beat never lands after the job was settled (with none in flight, it releases the lease).
 """
 
 from __future__ import annotations
@@ -60,9 +60,13 @@ class LeaseKeeper:
         self._leases: set[Lease] = set()
         self._failures = FailureStreak("extending leases", level="WARNING")
 
-    def hold(self, job: ClaimedJob, on_lost: Callable[[str], None]) -> Lease:
-        """Start beating ``job``'s lease; ``on_lost`` runs if the store refuses a beat."""
-        lease = Lease(job, on_lost, time.monotonic())
+    def hold(
+        self, job: ClaimedJob, on_lost: Callable[[str], None], now: float | None = None
+    ) -> Lease:
+        """Start beating ``job``'s lease, granted at ``now`` (``time.monotonic()``, read here if
+        not given: a claimed batch reads it once); ``on_lost`` runs if the store refuses a
+        beat."""
+        lease = Lease(job, on_lost, time.monotonic() if now is None else now)
         self._leases.add(lease)
         return lease
 
@@ -84,11 +88,14 @@ class LeaseKeeper:
 
     def settling(self, lease: Lease) -> Awaitable[None] | None:
         """No more beats for ``lease``; what to await for the one in flight, None if there is
-        none (the common case: no coroutine is made for it)."""
+        none (the common case: no coroutine is made for it, and the lease is released here).
+        With one in flight, ``on_lost`` still hears its answer: release the lease after it."""
         lease.settling = True
         beat = lease._beat_task
         if beat is not None and not beat.done():
             return asyncio.shield(beat)
+        lease.on_lost = _ignore
+        self._leases.discard(lease)
         return None
 
     @property

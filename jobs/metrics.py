@@ -81,6 +81,7 @@ T = TypeVar("T")
 _UNKNOWN = object()
 _PROVIDER_FROM_ENV = OTEL_PYTHON_METER_PROVIDER in os.environ
 _metering = False
+_API_GLOBAL = hasattr(_metrics_api, "_METER_PROVIDER")
 
 
 def metering() -> bool:
@@ -90,7 +91,7 @@ def metering() -> bool:
     job. Should that private global go in a later API version, every call records."""
     global _metering
     if not _metering:
-        provider = getattr(_metrics_api, "_METER_PROVIDER", _UNKNOWN)
+        provider = _metrics_api._METER_PROVIDER if _API_GLOBAL else _UNKNOWN
         _metering = provider is not None or _PROVIDER_FROM_ENV
     return _metering
 

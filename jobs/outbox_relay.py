@@ -82,6 +82,7 @@ class OutboxRelay:
         self._stopping = False
         self._closed = False
         self._last_prune = 0.0
+        self._caught_up = False
         self._unwatch: Callable[[], None] = lambda: None
         self._relay_failures = FailureStreak("relaying outbox entries")
         self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
@@ -91,6 +92,14 @@ class OutboxRelay:
     def is_running(self) -> bool:
         """Started and not stopping (``health()`` says whether it works)."""
         return self._started and not self._stopping
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the latest claim found nothing to publish, every batch claimed before it
+        handed over (an entry whose lease another relay holds, or whose retry delay has not
+        passed, is not claimable and does not count). ``neverlost worker --burst`` waits for
+        it before it exits. False from ``start`` until such a claim."""
+        return self._caught_up
 
     def health(self) -> Health:
         """Running, the store answered within three poll intervals, the loop alive."""
@@ -111,6 +120,7 @@ class OutboxRelay:
             return
         self._stopping = False
         self._started = True
+        self._caught_up = False
         self._supervisor.spawn(RELAY_LOOP, self._loop)
         self._unwatch = watch_outbox(self.store)
 
@@ -147,6 +157,7 @@ class OutboxRelay:
             self._store_failed(exc)
             raise
         self._contact.answered()
+        self._caught_up = not entries
         if prefetch and len(entries) >= self.batch_size and not self._stopping:
             self._next_claim = asyncio.get_running_loop().create_task(
                 self.store.claim(self.batch_size, self.lease_ms), name="jobs.outbox-relay.claim"

@@ -6,8 +6,11 @@ ready, and when the store has nothing more, wait for the driver's wake-up (``pol
 at most). A slot whose handler returns starts the next ready job at once, in the same step of
 the event loop, while its settle goes on beside it: the claim round trip refills the ready jobs
 (when half of them went, so claims come in batches) instead of standing between a free slot and
-its next job. Ready jobs are leased: their leases are kept like running ones, one refused (the
-job was reclaimed or cancelled) drops the job unrun, and ``close()`` runs them as it drains.
+its next job. A claim is sized once the jobs just started ran their first step (those that
+return at once free their slots first), and while more jobs are settling than a batch (the
+store is behind) it waits until it can take half a batch. Every claimed job is leased from the
+claim: ready jobs' leases are kept like running ones, one refused (the job was reclaimed or
+cancelled) drops the job unrun, and ``close()`` runs them as it drains.
 Leases are kept by one ``LeaseKeeper`` (``leases``) and outcomes settled by one ``Settler``
 (``settling``); dependencies run one way, from here down. A failing store call is logged and
 retried with backoff where it happens. The claim, heartbeat and presence loops run under one
@@ -29,7 +32,7 @@ from typing import Any
 
 from loguru import logger
 
-from .driver import ClaimedJob, JobDriver
+from .driver import JobDriver
 from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
@@ -45,6 +48,8 @@ from .settling import STORE_BACKOFF, Settler
 from .supervision import Supervisor
 
 CLAIM_LOOP = "claim"
+_SETTLE_STEPS = 4
+"""Steps of the event loop a claim waits at most for the jobs just started to run theirs."""
 HEARTBEAT_LOOP = "heartbeat"
 
 
@@ -102,6 +107,7 @@ class JobRunner:
         self._claim_failures = FailureStreak("claiming jobs")
         self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
+        self._launches = 0
         self._stopping = False
         self._closed = False
         self._unwatch: Callable[[], None] = _nothing
@@ -227,10 +233,15 @@ class JobRunner:
         failures = self._claim_failures
         concurrency, prefetch = self.settings.concurrency, self.prefetch
         refill = max(1, prefetch // 2)
+        batch = max(1, (concurrency + prefetch) // 2)
+        seen = 0
         while not self._supervisor.stopping():  # this loop's own stop: a successor may run
             self._fill_slots()
+            seen = await self._let_started_run(seen)
             free = self._to_claim(concurrency, prefetch)
-            if free <= 0 or (self._ready and free < refill):
+            if free <= 0 or (
+                free < refill if self._ready else (free < batch and self._settles_behind())
+            ):
                 await self._wait(self._wait_for_slot())
                 continue
             types = self.registry.types
@@ -247,16 +258,19 @@ class JobRunner:
             self._contact.answered()
             self._last_claim = time.monotonic()
             failures.succeeded()
+            self.stats["claimed"] += len(jobs)
+            hold, now = self.leases.hold, time.monotonic()  # one clock read for the batch
             for job in jobs:
-                self.stats["claimed"] += 1
+                lease = hold(job, self._lost_while_ready, now)
                 if len(self._busy) < concurrency:
-                    self._launch(job)
+                    self._launch(lease)
                 else:
-                    self._ready.append(self.leases.hold(job, self._lost_while_ready))
+                    self._ready.append(lease)
             if len(jobs) < free:
                 # At most a heartbeat interval: an idle runner still hears from its store.
                 timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
                 await self._wait(self.driver.wait_for_work(types, timeout_ms))
+                seen = self._launches  # those started before the wait ran long ago
 
     async def _beat_loop(self) -> None:
         interval_s = self.leases.sweep_interval_s
@@ -278,17 +292,36 @@ class JobRunner:
             failures.failed(exc, then=f"claiming again in {delay_ms} ms")
             await self._supervisor.wait(asyncio.sleep(delay_ms / 1000))
 
+    async def _let_started_run(self, seen: int) -> int:
+        """Before a claim is sized, let the jobs just started run their first step (a few steps
+        at most, while more start): a handler that returns at once frees its slot first, so
+        the claim takes the whole batch instead of a few now and the rest one round trip later.
+        ``seen``: the launch count the last call returned."""
+        for _ in range(_SETTLE_STEPS):
+            if seen == self._launches:
+                break
+            seen = self._launches
+            await asyncio.sleep(0)
+        return seen
+
     def _to_claim(self, concurrency: int, prefetch: int) -> int:
         """Free slots plus free places among the ready jobs; a slot frees when its handler
-        returns and its settle goes on beside the next job, at most ``concurrency`` of those."""
+        returns and its settle goes on beside the next jobs, ``concurrency + prefetch`` of
+        those at most (one claimed batch settling while the next runs)."""
         settling = len(self._attempts) - len(self._busy)
         return (
             concurrency
             + prefetch
             - len(self._busy)
             - len(self._ready)
-            - max(0, settling - concurrency)
+            - max(0, settling - concurrency - prefetch)
         )
+
+    def _settles_behind(self) -> bool:
+        """More jobs settling than a claimed batch: the store is behind with the settles, so a
+        claim waits for them (a slot freed, or a settle done) until it can take half a batch,
+        rather than sending a statement for a few jobs."""
+        return len(self._attempts) - len(self._busy) > self.settings.concurrency + self.prefetch
 
     def _fill_slots(self) -> None:
         """Start ready jobs while there are free slots; one whose lease may have lapsed while
@@ -301,7 +334,7 @@ class JobRunner:
             if self.leases.lapsed(lease, now):
                 self._drop_lapsed(lease)
                 continue
-            self._launch(lease.job, lease)
+            self._launch(lease)
 
     def _drop_lapsed(self, lease: Lease) -> None:
         self.leases.release(lease)
@@ -330,11 +363,14 @@ class JobRunner:
         await self._slot_freed.wait()
         self._slot_freed.clear()
 
-    def _launch(self, job: ClaimedJob, lease: Lease | None = None) -> None:
+    def _launch(self, lease: Lease) -> None:
+        job = lease.job
         handler = self.registry.get(job.type)
         if handler is None:  # registered types only are claimed; this is a defect, not input
+            self.leases.release(lease)
             raise JobsError(f"claimed job type {job.type!r} has no handler")
         attempt = Attempt(job, handler, self._services, lease)
+        self._launches += 1
         self._busy.add(attempt)
         attempt.task = self._track(attempt, attempt.run())
 

@@ -257,10 +257,13 @@ class ScriptRunner:
         return [job.future.result() for job in items]
 
     async def drain(self) -> None:
-        """Wait for the calls already queued or sent (before the client is closed)."""
+        """Wait for the calls already queued or sent, then hand the wire's kept connection
+        back to the pool (before the client is closed)."""
         await asyncio.sleep(0)  # a flush scheduled in this tick sends its batch
         while self._running or self._lone:
             await asyncio.wait([*self._running, *self._lone])
+        if self._wire is not None:
+            await self._wire.release()
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}

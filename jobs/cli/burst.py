@@ -1,9 +1,11 @@
-"""``--burst``: is anything left for this worker? (Nothing in flight and nothing due.)"""
+"""``--burst``: is anything left for this worker? (Nothing to relay, nothing in flight and
+nothing due.)"""
 
 from __future__ import annotations
 
 from loguru import logger
 
+from ..outbox_relay import OutboxRelay
 from ..queue import JobQueue
 from ..runner import JobRunner
 from .running import STORE_FAILURES, describe_failure
@@ -15,9 +17,15 @@ async def due_jobs(queue: JobQueue, types: frozenset[str]) -> int:
     return sum(stats[job_type].due for job_type in types if job_type in stats)
 
 
-async def nothing_due(queue: JobQueue, runner: JobRunner) -> bool:
-    """True when the runner holds no job and none of its types is due, in that order: a job
-    claimed while the store was asked shows in ``in_flight`` afterwards."""
+async def nothing_due(
+    queue: JobQueue, runner: JobRunner, relay: OutboxRelay | None = None
+) -> bool:
+    """True when the relay this worker runs (if any) is caught up, the runner holds no job
+    and none of its types is due, in that order: the jobs a caught-up relay handed over are
+    in the store before the runner and the store are asked, and a job claimed while the store
+    was asked shows in ``in_flight`` afterwards."""
+    if relay is not None and relay.is_running and not relay.caught_up:
+        return False
     if runner.in_flight:
         return False
     try:

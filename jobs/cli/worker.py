@@ -213,9 +213,10 @@ class WorkerProcess:
             await self.stop_requested.wait()
             return
         queue = context.get_value(JOB_QUEUE)
+        relay = context.get_value(OUTBOX_RELAY) if OUTBOX_RELAY.name in context else None
         interval_s = min(runner.settings.poll_interval_ms / 1000, 0.2)
         while not self.stop_requested.is_set():
-            if await nothing_due(queue, runner):
+            if await nothing_due(queue, runner, relay):
                 logger.info("burst: nothing due for this worker; stopping")
                 return
             with contextlib.suppress(TimeoutError):

@@ -28,7 +28,11 @@ def _types(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
 @click.option(
     "--types", callback=_types, help="Claim only these job types (comma-separated) [all handled]."
 )
-@click.option("--burst", is_flag=True, help="Run what is due, then exit 0 (for cron and CI).")
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Relay the outbox entries waiting, run what is due, then exit 0 (for cron and CI).",
+)
 @click.option("--no-relay", is_flag=True, help="Do not run the outbox relay in this process.")
 @click.option("--no-scheduler", is_flag=True, help="Do not queue cron schedules from this process.")
 @click.option(

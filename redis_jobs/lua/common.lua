@@ -127,9 +127,13 @@ local function read(wanted, command, key, ...)
   return reply
 end
 
--- The HMGET field names for a list of optional fields: CORE first, built once per list.
-local field_names = {}
+-- The HMGET field names for a list of optional fields: CORE first, built once per list and
+-- call (the cache is made by the first call that needs it).
+local field_names = nil
 local function names_of(optional)
+  if field_names == nil then
+    field_names = {}
+  end
   local names = field_names[optional]
   if not names then
     names = {unpack(CORE)}
@@ -243,7 +247,8 @@ end
 -- Writes to sorted sets, signal lists and TTLs of finished sets, gathered
 -- while a script runs and made in one go at its end: fewer calls. No check reads these keys,
 -- so deferring them changes no outcome, and every one was type-checked before it was queued.
--- One bucket per (kind, key), made in the order first used.
+-- One bucket per (kind, key), made in the order first used: {kind, key, value, ...} (one
+-- table a bucket: a table made is the costliest part of queuing a write).
 local later_order = {}
 local later_of = {}
 
@@ -255,9 +260,9 @@ local function bucket(kind, key)
   end
   local found = of[key]
   if not found then
-    found = {}
+    found = {kind, key}
     of[key] = found
-    later_order[#later_order + 1] = {kind, key, found}
+    later_order[#later_order + 1] = found
   end
   return found
 end
@@ -286,6 +291,22 @@ end
 local function later_signal(key)
   local values = bucket('signal', key)
   values[#values + 1] = '1'
+end
+
+-- Pushes n of values[first], values[first + 1], ... onto the signal list key, no more than
+-- its cap allows, and starts its expiry when it was empty (see write_later); check_signal(key)
+-- first.
+local ONE_SIGNAL = {'1'}
+local function push_signals(key, values, first, n, cap, signal_ttl)
+  local length = signal_length[key]
+  local pushes = math.min(n, cap - length)
+  if pushes > 0 then
+    redis.call('LPUSH', key, unpack(values, first, first + pushes - 1))
+    if length == 0 then
+      redis.call('PEXPIRE', key, signal_ttl)
+    end
+    signal_length[key] = length + pushes
+  end
 end
 
 local function later_sadd(key, member)
@@ -340,7 +361,7 @@ end
 -- The key is kept at least ttl ms more (a finished set must outlive its longest member).
 local function later_keep(key, ttl)
   local values = bucket('keep', key)
-  values[1] = math.max(values[1] or 0, ttl)
+  values[3] = math.max(values[3] or 0, ttl)
 end
 
 -- Makes the gathered writes. Signals: one list element per job, so one blocked BLPOP per job
@@ -350,25 +371,19 @@ end
 -- key with no expiry (which GT treats as never expiring) from one that expires later already.
 local function write_later(cap, signal_ttl)
   for _, entry in ipairs(later_order) do
-    local kind, key, values = entry[1], entry[2], entry[3]
+    local kind, key = entry[1], entry[2]
     if kind == 'zadd' then
-      redis.call('ZADD', key, unpack(values))
+      redis.call('ZADD', key, unpack(entry, 3))
     elseif kind == 'zrem' then
-      redis.call('ZREM', key, unpack(values))
+      redis.call('ZREM', key, unpack(entry, 3))
     elseif kind == 'sadd' then
-      redis.call('SADD', key, unpack(values))
+      redis.call('SADD', key, unpack(entry, 3))
     elseif kind == 'signal' then
-      local length = signal_length[key]
-      local pushes = math.min(#values, cap - length)
-      if pushes > 0 then
-        redis.call('LPUSH', key, unpack(values, 1, pushes))
-        if length == 0 then
-          redis.call('PEXPIRE', key, signal_ttl)
-        end
-      end
+      push_signals(key, entry, 3, #entry - 2, cap, signal_ttl)
     elseif kind == 'keep' then
-      if redis.call('PEXPIRE', key, values[1], 'GT') == 0 and redis.call('PTTL', key) == -1 then
-        redis.call('PEXPIRE', key, values[1])
+      local ttl = entry[3]
+      if redis.call('PEXPIRE', key, ttl, 'GT') == 0 and redis.call('PTTL', key) == -1 then
+        redis.call('PEXPIRE', key, ttl)
       end
     end
   end
@@ -442,6 +457,6 @@ end
 -- (the library lives on between calls; no check or write may leak from one call to the next).
 local function begin(keys, args)
   KEYS, ARGV = keys, args
-  checked, field_names, later_order, later_of = {}, {}, {}, {}
+  checked, field_names, later_order, later_of = {}, nil, {}, {}
   signal_length, index_names_of = {}, {}
 end

@@ -13,10 +13,13 @@ import pytest
 
 from jobs import JobQueue
 from jobs.cli.worker import WorkerOptions, WorkerProcess
+from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
 from tests.cli import app as cli_app
-from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS, SpawnCli, cli_env
+from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS, SpawnCli, cli_env, read_ledger
 from tests.stores import StoreTarget
 from tests.support import captured_logs
+
+ENTRIES = 30
 
 
 async def test_burst_runs_the_due_jobs_of_its_types_and_exits_0_leaving_the_rest(
@@ -64,3 +67,29 @@ async def test_the_burst_command_exits_0_once_its_due_jobs_ran_on_a_durable_stor
         assert [info.state if info else None for info in infos] == [*["completed"] * 8, "pending"]
     finally:
         await driver.close()
+
+
+async def test_burst_relays_the_waiting_outbox_entries_and_runs_their_jobs_before_it_exits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = StoreTarget.fresh("sqlite", tmp_path)
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("CLI_TEST_TARGET", target.to_json())
+    monkeypatch.setenv("CLI_TEST_LEDGER", str(ledger))
+    engine = create_engine(target.url)
+    try:
+        tm = SQLAlchemyTransactionManager(engine)
+        outbox = SQLAlchemyOutboxStore(transaction_manager=tm)
+        await outbox.create_schema()
+        async with tm.transaction():
+            for _ in range(ENTRIES):
+                await outbox.append("cli.sleep", {"ms": 0})
+        await outbox.close()
+    finally:
+        await engine.dispose()
+    options = WorkerOptions(app="tests.cli.app:CliOutboxApp", burst=True, scheduler=False)
+    with captured_logs("INFO") as logs:
+        assert await asyncio.wait_for(WorkerProcess(options).run(), 30) == 0
+    assert any("burst: nothing due" in record["message"] for record in logs)
+    ended = [line["job"] for line in read_ledger(ledger) if line["event"] == "end"]
+    assert len(set(ended)) == ENTRIES

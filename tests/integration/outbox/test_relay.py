@@ -254,3 +254,22 @@ async def test_two_relays_publish_each_of_1000_entries_once(
         assert await app.job_count() == 1_000
     finally:
         await app.close()
+
+
+async def test_the_relay_is_caught_up_once_a_claim_finds_nothing_and_not_while_entries_wait(
+    app: App,
+) -> None:
+    relay = OutboxRelay(app.outbox, JobOutboxPublisher(app.queue), batch_size=2)
+    assert not relay.caught_up
+    for note in ("a", "b", "c"):
+        await app.place_order(note)
+    assert await relay.relay_once() == 2
+    assert not relay.caught_up
+    assert await relay.relay_once() == 1
+    assert not relay.caught_up
+    assert await relay.relay_once() == 0
+    assert relay.caught_up
+    await app.place_order("d")
+    assert await relay.relay_once() == 1
+    assert not relay.caught_up
+    await relay.close()

@@ -179,3 +179,21 @@ async def test_replacing_an_expired_holder_checks_the_finished_sets_first(
     )
     assert job_id is not None
     assert await admin.exists(driver.keys.job(job_id))
+
+
+async def test_a_batch_refuses_the_jobs_of_a_type_whose_key_is_wrong_and_stores_the_rest(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    # The enqueue function checks a type's keys once a call: a type that passed (a) lets its
+    # later jobs by, one that was refused (b) is checked, and refused, again for each job.
+    driver = harness.redis_driver()
+    await admin.hset(driver.keys.ready("b"), "not", "a zset")
+    requests = [new_request(job_type) for job_type in ("a", "b", "a", "b", "a")]
+    with pytest.raises(RedisScriptError):
+        await driver.enqueue_many(requests)
+    for request in requests:
+        info = await driver.get_job(request.id)
+        assert (info is not None) == (request.type == "a")
+    assert await admin.zcard(driver.keys.ready("a")) == 3
+    assert await admin.hgetall(driver.keys.ready("b")) == {b"not": b"a zset"}
+    assert (await driver.counts())["pending"] == 3

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from jobs.errors import DriverError, StoreUnavailableError
 from jobs.testing import new_request
@@ -113,3 +115,34 @@ async def test_any_borrowed_client_configuration_works(
         await driver.close()
     finally:
         await client.aclose()
+
+
+async def test_a_kept_connection_killed_between_calls_is_replaced(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    # The connection the driver keeps between calls goes through the client's retry policy
+    # like a pooled one: one retry on a fresh connection.
+    name = f"kept-{uuid.uuid4().hex}"
+    client = Redis.from_url(f"{REDIS_URL}?client_name={name}", retry=Retry(NoBackoff(), 1))
+    try:
+        driver = harness.redis_driver(client=client)
+        await driver.enqueue(new_request())
+        for entry in await admin.client_list():
+            if entry.get("name") == name:
+                await admin.client_kill_filter(_id=entry["id"])
+        assert await connections_named(admin, name) == 0
+        assert await driver.enqueue(new_request()) is not None
+        await driver.close()
+    finally:
+        await client.aclose()
+
+
+async def test_close_hands_the_kept_connection_back_to_a_borrowed_pool(
+    harness: RedisHarness,
+) -> None:
+    client = harness.client()
+    driver = harness.redis_driver(client=client)
+    await driver.enqueue(new_request())
+    pool = client.connection_pool
+    await driver.close()
+    assert not pool._in_use_connections  # type: ignore[attr-defined]

@@ -1,5 +1,6 @@
 """The Settler coalesces completes for every driver: one alone goes through ``complete``, those
-that come in while it is in flight go together through one ``complete_many``."""
+that come in while it is in flight go together through one ``complete_many``, and once they
+overlap, the first of a step's completes waits for the others."""
 
 from __future__ import annotations
 
@@ -59,6 +60,22 @@ async def test_completes_arriving_during_one_in_flight_go_together_in_one_call()
     assert await asyncio.gather(lone, *others) == [True] * 5
     assert driver.calls == [("complete", 1), ("complete_many", 4)]
     assert (await driver.counts())["completed"] == 5
+
+
+async def test_once_completes_overlap_the_first_of_a_step_waits_for_the_others() -> None:
+    driver = GatedDriver()
+    settler = Settler(driver, LEASE_MS)
+    jobs = await claimed(driver, 9)
+    lone = asyncio.create_task(settler.complete(jobs[0]))
+    await wait_until(lambda: driver.calls == [("complete", 1)], message="the first complete sent")
+    overlapping = [asyncio.create_task(settler.complete(job)) for job in jobs[1:5]]
+    await asyncio.sleep(0)
+    driver.gate.set()
+    assert await asyncio.gather(lone, *overlapping) == [True] * 5
+    # Completes overlapped a send: those of the next step go together from the first one.
+    later = [asyncio.create_task(settler.complete(job)) for job in jobs[5:]]
+    assert await asyncio.gather(*later) == [True] * 4
+    assert driver.calls == [("complete", 1), ("complete_many", 4), ("complete_many", 4)]
 
 
 async def test_completes_one_at_a_time_make_no_batch_call() -> None:
