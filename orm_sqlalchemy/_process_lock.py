@@ -1,13 +1,14 @@
 """The SQLite write lock between processes: an advisory lock on a file beside the database.
 
-SQLite's own lock is no queue: a writer that finds it taken sleeps in the busy handler (1, 2,
-5 ... 100 ms) and tries again, so across processes a waiting writer sleeps past the moment the
-lock is free (measured: the relay and runner in a worker process beside 10 producers, commit
-to handler p99 0.4-2.5 s; 65-91 ms on this lock). ``flock`` on ``<database>-neverlost-writer.lock`` is a lock the
-kernel hands over: a process blocked on it is woken when the holder lets go, and the kernel
-lets go for a process that dies. The standard library has no lock of that kind that asyncio
-can wait for: ``fcntl.flock`` blocks, so a writer tries it without blocking first (no thread
-when nobody holds it) and else waits in a thread of its own (``ProcessWriterLock``).
+SQLite's own lock is no queue: a writer that finds it taken sleeps in the busy handler (1, 2, 5
+... 100 ms) and tries again, so across processes a waiting writer sleeps past the moment the
+lock is free (measured: the relay and runner in a worker process beside 10 producers, commit to
+handler p99 0.4-2.5 s; 65-91 ms on this lock). ``flock`` on
+``<database>-neverlost-writer.lock`` is a lock the kernel hands over: a process blocked on it
+is woken when the holder lets go, and the kernel lets go for a process that dies. The standard
+library has no lock of that kind that asyncio can wait for: ``fcntl.flock`` blocks, so a writer
+tries it without blocking first (no thread when nobody holds it) and else waits in a thread of
+its own (``ProcessWriterLock``).
 
 ``flock`` rather than ``fcntl.lockf``: POSIX record locks belong to the process (two engines
 of one process would not exclude each other, and closing any descriptor of the file drops
