@@ -63,7 +63,8 @@ class ProcessWriterLock:
     blocks in ``flock``; a wait given up (timeout, cancel) leaves that thread blocked, the next
     writer waits for the same thread, and a lock it gets when nobody waits any more is let go
     at once. The descriptor is opened at the first use in a process (a forked child opens its
-    own: an inherited one is the parent's lock) and closed when the object goes.
+    own: an inherited one is the parent's lock) and closed by ``close`` (the engine's
+    ``dispose()``) or when the object goes.
     """
 
     def __init__(self, path: str) -> None:
@@ -113,6 +114,16 @@ class ProcessWriterLock:
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        """Close this process's descriptor (the next use opens it again), unless a thread
+        still blocks on it: that one is closed when the object goes."""
+        if self._pid != os.getpid() or self._blocked:
+            return
+        if self._closer is not None:
+            self._closer()  # closes it, once
+            self._closer = None
+        self._fd, self._pid = -1, 0
 
     def _wait(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
         """In the thread: block until the lock is ours, then tell the loop."""

@@ -201,6 +201,7 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int = BUSY_TIMEOUT
     gate = SQLiteWriterGate(busy_timeout_ms / 1000, lock_path=writer_lock_path(engine.url))
     event.listen(sync_engine, "checkout", on_checkout)
     event.listen(sync_engine, "begin", on_begin)
+    event.listen(sync_engine, "engine_disposed", lambda _engine: gate.close())
     setattr(sync_engine, _GATE_ATTRIBUTE, gate)
     setattr(sync_engine, _CONFIGURED_FLAG, True)
 
@@ -311,6 +312,13 @@ class SQLiteWriterGate:
         turns = self._turns.get(asyncio.get_running_loop())
         return turns is not None and turns.waits_for_another_process()
 
+    def close(self) -> None:
+        """Close the lock file of each event loop whose turn nobody holds (the engine's
+        ``dispose()``; a later writer opens it again), so an engine disposed of holds no
+        descriptor while it waits for the garbage collector."""
+        for turns in list(self._turns.values()):
+            turns.close()
+
     async def acquire(self, *, store: bool = False) -> _Turns:
         """Wait for the write turn; the object to ``release()`` when the transaction ends."""
         loop = asyncio.get_running_loop()
@@ -395,6 +403,10 @@ class _Turns:
 
     def waits_for_another_process(self) -> bool:
         return self._process is not None and self._process.waiting
+
+    def close(self) -> None:
+        if self._process is not None and not self._held:
+            self._process.close()
 
     def release(self) -> None:
         """End the turn: the lock between processes let go, the turn handed on (``_hand_on``)."""

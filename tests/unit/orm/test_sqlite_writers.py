@@ -297,3 +297,37 @@ async def test_a_lock_file_that_cannot_be_made_leaves_sqlites_own_lock(tmp_path:
 
 def _in_the_way(lock_file: Path) -> None:
     lock_file.mkdir()  # a directory where the lock file goes: it cannot be opened to lock
+
+
+async def test_an_engine_disposed_of_closes_its_lock_file_and_opens_it_again_if_used(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "disposed.db"
+    engine = await _engine(path)
+    lock_file = writer_lock_path(make_url(f"sqlite:///{path}"))
+    assert lock_file is not None
+    tm = SQLAlchemyTransactionManager(engine)
+    try:
+        async with tm.transaction() as session:
+            await session.execute(text("INSERT INTO log VALUES (1, 'writer')"))
+        assert _descriptors_of(lock_file) == 1
+        await engine.dispose()
+        assert _descriptors_of(lock_file) == 0  # not left to the garbage collector
+        async with tm.transaction() as session:
+            await session.execute(text("INSERT INTO log VALUES (2, 'writer')"))
+        assert _descriptors_of(lock_file) == 1
+    finally:
+        await engine.dispose()
+
+
+def _descriptors_of(file: str) -> int:
+    """How many of this process's open descriptors are ``file`` (Linux's /proc)."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if _target(fd) == file)
+
+
+def _target(link: Path) -> str | None:
+    try:
+        return str(link.readlink())
+    except OSError:  # the descriptor closed while listed (the listing's own, say)
+        return None
