@@ -61,9 +61,10 @@ from typing import Any, TypeVar, overload
 import asyncpg  # type: ignore[import-untyped]
 from loguru import logger
 from pydantic import BaseModel
-from sqlalchemy import Connection, MetaData, inspect
+from sqlalchemy import Connection, MetaData
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from jobs.clock import Clock
 from jobs.definitions import JobDefinition, resolve_job
@@ -80,7 +81,7 @@ from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
 from .rows import outbox_entry
-from .tables import check_columns, lock_for_creation, outbox_schema
+from .tables import check_columns, column_names, lock_for_creation, outbox_schema
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
@@ -400,10 +401,14 @@ class SQLAlchemyOutboxStore:
     def _create_and_check(self, connection: Connection) -> None:
         """Create the table unless it exists; StoreSchemaError if an existing one lacks a
         column (one made by an older version, before ``trace_context``, say)."""
-        self._schema.metadata.create_all(connection, tables=[self._table])
         table = self._table
-        columns = inspect(connection).get_columns(table.name, table.schema)
-        check_columns(table, [column["name"] for column in columns], store="outbox store")
+        columns = column_names(connection, table)
+        if columns is None:
+            connection.execute(CreateTable(table))
+            for index in table.indexes:
+                connection.execute(CreateIndex(index))
+            return
+        check_columns(table, columns, store="outbox store")
 
     def _mark_schema_ready(self) -> None:
         self._schema_ready = True
