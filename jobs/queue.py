@@ -40,14 +40,19 @@ M = TypeVar("M", bound=BaseModel)
 
 def new_job_id() -> str:
     """32 hex characters: milliseconds since the epoch, then 80 random bits (sorts by time)."""
-    return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
+    return _id_stamp() + os.urandom(10).hex()
 
 
 def new_job_ids(count: int) -> list[str]:
     """``count`` ids as ``new_job_id`` makes them, the random bits read in one system call."""
-    stamp = f"{time.time_ns() // 1_000_000:012x}"
+    stamp = _id_stamp()
     noise = os.urandom(10 * count).hex()
     return [stamp + noise[start : start + 20] for start in range(0, 20 * count, 20)]
+
+
+def _id_stamp() -> str:
+    """A job id's first 12 hex characters: milliseconds since the epoch."""
+    return f"{time.time_ns() // 1_000_000:012x}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -308,7 +308,7 @@ class JobRunner:
         """Free slots plus free places among the ready jobs; a slot frees when its handler
         returns and its settle goes on beside the next jobs, ``concurrency + prefetch`` of
         those at most (one claimed batch settling while the next runs)."""
-        settling = len(self._attempts) - len(self._busy)
+        settling = self._settling()
         return (
             concurrency
             + prefetch
@@ -321,7 +321,11 @@ class JobRunner:
         """More jobs settling than a claimed batch: the store is behind with the settles, so a
         claim waits for them (a slot freed, or a settle done) until it can take half a batch,
         rather than sending a statement for a few jobs."""
-        return len(self._attempts) - len(self._busy) > self.settings.concurrency + self.prefetch
+        return self._settling() > self.settings.concurrency + self.prefetch
+
+    def _settling(self) -> int:
+        """Attempts whose handler returned and whose settle is still going on."""
+        return len(self._attempts) - len(self._busy)
 
     def _fill_slots(self) -> None:
         """Start ready jobs while there are free slots; one whose lease may have lapsed while

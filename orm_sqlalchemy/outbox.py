@@ -64,7 +64,6 @@ from pydantic import BaseModel
 from sqlalchemy import Connection, MetaData
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.schema import CreateIndex, CreateTable
 
 from jobs.clock import Clock
 from jobs.definitions import JobDefinition, resolve_job
@@ -81,7 +80,13 @@ from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
 from .rows import outbox_entry
-from .tables import check_columns, column_names, lock_for_creation, outbox_schema
+from .tables import (
+    check_columns,
+    column_names,
+    create_missing,
+    lock_for_creation,
+    outbox_schema,
+)
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
@@ -404,9 +409,7 @@ class SQLAlchemyOutboxStore:
         table = self._table
         columns = column_names(connection, table)
         if columns is None:
-            connection.execute(CreateTable(table))
-            for index in table.indexes:
-                connection.execute(CreateIndex(index))
+            create_missing(connection, {table: None})
             return
         check_columns(table, columns, store="outbox store")
 

@@ -54,6 +54,7 @@ __all__ = [
     "check_columns",
     "check_table_prefix",
     "column_names",
+    "create_missing",
     "job_schema",
     "listed_state",
     "lock_for_creation",
@@ -255,7 +256,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
                 check_columns(table, found[table])
         if not create:
             return
-        indexes = _create_missing(connection, found)
+        indexes = create_missing(connection, found)
         jobs = schema.jobs
         if found[jobs] is not None:
             if _OLD_STATE_INDEX.format(name=jobs.name) in indexes[jobs]:
@@ -271,7 +272,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
             await connection.run_sync(work)
 
 
-def _create_missing(
+def create_missing(
     connection: Connection, found: dict[Table, list[str] | None]
 ) -> dict[Table, set[str]]:
     """Create the tables (``found``: their live columns, None if absent) and indexes that do
