@@ -321,12 +321,23 @@ class SQLiteWriterGate:
 
     async def acquire(self, *, store: bool = False) -> _Turns:
         """Wait for the write turn; the object to ``release()`` when the transaction ends."""
+        turns = self._loop_turns()
+        await turns.acquire(store=store, timeout_s=self._timeout_s)
+        return turns
+
+    def try_acquire(self) -> _Turns | None:
+        """The write turn if it is free at once, in this process and (``lock_path``) between
+        processes, as ``acquire`` would have it; else None, and nothing held (wait with
+        ``acquire``). A lone store statement takes it so, with no task to wait in."""
+        turns = self._loop_turns()
+        return turns if turns.try_acquire() else None
+
+    def _loop_turns(self) -> _Turns:
         loop = asyncio.get_running_loop()
         turns = self._turns.get(loop)
         if turns is None:
             process = None if self.lock_path is None else ProcessWriterLock(self.lock_path)
             turns = self._turns[loop] = _Turns(process)
-        await turns.acquire(store=store, timeout_s=self._timeout_s)
         return turns
 
 
@@ -373,6 +384,21 @@ class _Turns:
         except BaseException:
             self._hand_on()
             raise
+
+    def try_acquire(self) -> bool:
+        """Take the turn if nobody holds it here and the lock between processes is free now.
+        A lock file that cannot be locked is left to ``acquire`` (which says so, once)."""
+        if self._held:
+            return False
+        process = self._process
+        if process is not None:
+            try:
+                if not process.try_acquire():
+                    return False
+            except OSError:
+                return False
+        self._held = True
+        return True
 
     async def _wait(self, *, store: bool, timeout_s: float) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
@@ -78,4 +79,28 @@ async def test_a_caller_cancelled_before_its_turn_is_left_out() -> None:
     recorder.gate.set()
     assert (await first, await kept) == ("A", "KEPT")
     assert recorder.groups == [["a"], ["kept"]]
+    await coalescer.close()
+
+
+async def test_with_a_hold_overlapping_calls_stay_grouped_until_two_sparse_groups() -> None:
+    """A caller that holds the hold sends alone (as SQLite's lone statements do); once calls
+    overlapped it takes two groups of one in a row before lone sends resume, so a pair that
+    keeps coming together (a claim and its settles) keeps sharing one commit."""
+    recorder = Recorder()
+
+    @contextlib.asynccontextmanager
+    async def hold() -> AsyncIterator[None]:
+        yield
+
+    coalescer = Coalescer(recorder.send, name="test", hold=hold)
+    assert coalescer.go_alone()
+    overlapping = asyncio.create_task(coalescer.submit("b"))
+    await asyncio.sleep(0)
+    coalescer.alone_done()
+    assert await overlapping == "B"
+    assert not coalescer.go_alone()  # one group of one: still grouped
+    assert await coalescer.submit("c") == "C"
+    assert coalescer.go_alone()  # two in a row: lone again
+    coalescer.alone_done()
+    assert recorder.groups == [["b"], ["c"]]
     await coalescer.close()

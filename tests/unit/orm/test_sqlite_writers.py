@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
+from orm_sqlalchemy._database.connections import SQLiteBackend
+from orm_sqlalchemy._database.statements import Statement
 from orm_sqlalchemy._process_lock import writer_lock_path
 from orm_sqlalchemy.engine import configure_sqlite, writer_gate
 
@@ -331,3 +334,91 @@ def _target(link: Path) -> str | None:
         return str(link.readlink())
     except OSError:  # the descriptor closed while listed (the listing's own, say)
         return None
+
+
+class _Blocking:
+    """A SQL function ``block()`` on every connection of an engine: it runs (in aiosqlite's
+    thread) until ``finish`` is set, so a statement calling it is in flight for as long as a
+    test needs. A read: it takes no SQLite write lock, only the writer turn."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.running, self.finish = threading.Event(), threading.Event()
+        event.listen(engine.sync_engine, "connect", self._register)
+
+    def _register(self, dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.create_function("block", 0, self._block)
+
+    def _block(self) -> int:
+        self.running.set()
+        self.finish.wait(DEADLINE_S)
+        return 1
+
+
+_BLOCK = Statement("block", "SELECT block() AS n", None)
+
+
+async def test_a_store_statement_holds_the_lock_file_for_its_length(tmp_path: Path) -> None:
+    """A store statement that finds the turn free runs from its caller's task, and still holds
+    the lock file while it runs: another engine's writer (SQLite's busy timeout 0) waits on the
+    file until the statement has ended, then commits."""
+    path = tmp_path / "lone.db"
+    first = await _engine(path)
+    blocking = _Blocking(first)
+    await first.dispose()  # its next connection has block()
+    backend = SQLiteBackend(first, name="lone")
+    second = create_async_engine(f"sqlite+aiosqlite:///{path}")
+    configure_sqlite(second)
+    event.listen(second.sync_engine, "checkout", _no_busy_wait)
+    gate = writer_gate(second)
+    assert gate is not None
+    try:
+        statement = asyncio.create_task(backend.fetch(_BLOCK, {}))
+        assert await asyncio.to_thread(blocking.running.wait, DEADLINE_S)
+        entered, leave = asyncio.Event(), asyncio.Event()
+        leave.set()
+        writer = asyncio.create_task(_holding(SQLAlchemyTransactionManager(second), entered, leave))
+        await _until(gate.waits_for_another_process)
+        assert not entered.is_set()
+        blocking.finish.set()
+        assert [row["n"] for row in await asyncio.wait_for(statement, DEADLINE_S)] == [1]
+        await asyncio.wait_for(writer, DEADLINE_S)
+    finally:
+        blocking.finish.set()
+        await backend.close()
+        await first.dispose()
+        await second.dispose()
+
+
+async def test_a_cancelled_store_statement_keeps_the_turn_until_it_has_ended(
+    tmp_path: Path,
+) -> None:
+    """Cancelling the caller does not stop a statement in aiosqlite's thread: the writer turn
+    (and with it the lock file) is let go when the statement has ended, not before."""
+    engine = await _engine(tmp_path / "cancelled.db")
+    blocking = _Blocking(engine)
+    await engine.dispose()
+    backend = SQLiteBackend(engine, name="cancelled")
+    gate = writer_gate(engine)
+    assert gate is not None
+    try:
+        statement = asyncio.create_task(backend.fetch(_BLOCK, {}))
+        assert await asyncio.to_thread(blocking.running.wait, DEADLINE_S)
+        statement.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await statement
+        for _ in range(5):
+            assert gate.try_acquire() is None  # still held for the statement
+            await asyncio.sleep(0.01)
+        blocking.finish.set()
+
+        def free() -> bool:
+            turns = gate.try_acquire()
+            if turns is not None:
+                turns.release()
+            return turns is not None
+
+        await _until(free)
+    finally:
+        blocking.finish.set()
+        await backend.close()
+        await engine.dispose()
