@@ -85,7 +85,7 @@ class Coalescer(Generic[Item, Result]):
             self._start()
 
     async def submit(self, item: Item) -> Result:
-        if self.go_alone():
+        if self._hold is None and self.go_alone():
             try:
                 [outcome] = await self._send([item])
             finally:
