@@ -56,13 +56,18 @@ RETURNING j.id, j.type;
 -- name: claim
 -- Due pending jobs and expired leases, oldest due first, skipping rows another claimer holds.
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
+-- When it takes fewer than :limit rows it also answers next_due for :types, leaving out the
+-- rows it took (the store adds the end of the leases it gave): due_in, on every row, or on one
+-- row of NULL job columns when it took none, so that an idle runner's wait needs no statement
+-- of its own. With :limit rows taken (a drain) it is not looked up: a scalar subquery runs
+-- only once its CASE branch is taken.
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table}
     WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
     ORDER BY due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
-)
+), claimed AS (
 UPDATE {table} AS j SET
     state = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
         THEN 'failed' ELSE 'active' END,
@@ -85,7 +90,18 @@ UPDATE {table} AS j SET
 FROM due
 WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
-    j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed;
+    j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed
+)
+SELECT claimed.*, later.due_in
+FROM (
+    SELECT CASE WHEN (SELECT count(*) FROM due) < :limit THEN
+        (SELECT o.due_at FROM {table} AS o
+            WHERE o.due_at IS NOT NULL AND o.type = ANY(CAST(:types AS text[]))
+                AND o.id NOT IN (SELECT id FROM due)
+            ORDER BY o.due_at LIMIT 1) - {now}
+    END AS due_in
+) AS later
+LEFT JOIN claimed ON true;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = {now} + CAST(:lease_ms AS bigint)

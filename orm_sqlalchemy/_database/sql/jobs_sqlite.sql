@@ -54,6 +54,10 @@ RETURNING id, type;
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
 -- RETURNING sees only the new row, so a reclaim's token carries the mark 'r' after the attempt
 -- (the random part is lowercase hex, which has none): the token stays opaque to workers.
+-- Each row also answers next_due for :types among the jobs not due now (when it took fewer
+-- than :limit, it took every due one; the store adds the end of the leases it gave), so that
+-- an idle runner's wait after a claim needs no statement of its own: due_in, an uncorrelated
+-- subquery, run once per statement.
 UPDATE {table} SET
     state = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN 'failed' ELSE 'active' END,
@@ -81,7 +85,10 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed;
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed,
+    (SELECT min(o.due_at) FROM {table} AS o
+        WHERE o.due_at > :now AND o.type IN (SELECT value FROM json_each(:types))) - :now
+        AS due_in;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms

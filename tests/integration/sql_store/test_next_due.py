@@ -1,0 +1,147 @@
+"""The wait after a claim: the claim's own answer for the next due job, and what must still
+end the wait (``orm_sqlalchemy._database.next_due``), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from jobs.clock import ManualClock
+from jobs.testing import new_request
+from orm_sqlalchemy.engine import create_engine
+from orm_sqlalchemy.store import SQLAlchemyJobStore
+from tests.support import wait_until
+
+from .support import StoreHarness
+
+LEASE_MS = 30_000
+FOREVER_MS = 30_000
+
+
+def next_due_statements(engine: AsyncEngine) -> list[str]:
+    """The ``next_due`` statements run on ``engine``'s connections, as their driver sees them
+    (asyncpg's query logger, sqlite3's trace callback)."""
+    seen: list[str] = []
+
+    def record(statement: str) -> None:
+        if "min(due_at)" in statement:
+            seen.append(statement)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def trace(dbapi_connection: Any, _record: Any) -> None:
+        driver = dbapi_connection.driver_connection
+        if engine.dialect.name == "postgresql":
+            driver.add_query_logger(lambda logged: record(logged.query))
+        else:
+            driver._conn.set_trace_callback(record)  # aiosqlite's sqlite3 connection
+
+    return seen
+
+
+async def settled(store: SQLAlchemyJobStore) -> None:
+    """A first wait: LISTEN is up on PostgreSQL, the file's version read on SQLite."""
+    await store.wait_for_work(["t"], 60)
+
+
+async def test_a_wait_after_a_claim_that_took_fewer_jobs_runs_no_statement(
+    harness: StoreHarness,
+) -> None:
+    engine = create_engine(harness.url)
+    seen = next_due_statements(engine)
+    store = harness.store(engine=engine)
+    try:
+        await settled(store)
+        await store.enqueue(new_request())
+        before = len(seen)
+        assert len(await store.claim(10, LEASE_MS, ["t"])) == 1
+        await store.wait_for_work(["t"], 100)
+        assert len(seen) == before
+        if harness.postgres:  # its claim answers even when it took nothing
+            assert await store.claim(10, LEASE_MS, ["t"]) == []
+            await store.wait_for_work(["t"], 100)
+            assert len(seen) == before
+    finally:
+        await store.close()
+        await engine.dispose()
+
+
+async def test_a_wait_after_a_claim_that_took_all_it_asked_still_finds_due_jobs(
+    harness: StoreHarness,
+) -> None:
+    store = harness.store()
+    await settled(store)
+    for _ in range(2):
+        await store.enqueue(new_request())
+    assert len(await store.claim(1, LEASE_MS, ["t"])) == 1
+    await asyncio.wait_for(store.wait_for_work(["t"], FOREVER_MS), timeout=2)
+    assert len(await store.claim(1, LEASE_MS, ["t"])) == 1
+
+
+async def test_moving_the_clock_between_a_claim_and_the_wait_ends_the_wait(
+    harness: StoreHarness,
+) -> None:
+    clock = ManualClock()
+    store = harness.store(clock=clock)
+    await settled(store)
+    await store.enqueue(new_request())
+    await store.enqueue(new_request(delay_ms=5_000))
+    assert len(await store.claim(10, LEASE_MS, ["t"])) == 1  # the next due in 5 s
+    clock.advance(5_000)
+    await asyncio.wait_for(store.wait_for_work(["t"], FOREVER_MS), timeout=2)
+    assert len(await store.claim(10, LEASE_MS, ["t"])) == 1
+
+
+async def test_a_job_enqueued_elsewhere_due_sooner_than_the_claim_said_starts_at_its_time(
+    harness: StoreHarness,
+) -> None:
+    # The stores' own clock; two engines, as two processes would have.
+    waiting, enqueuing = harness.store(clock=None), harness.store(clock=None)
+    await settled(waiting)
+    await enqueuing.enqueue(new_request(delay_ms=10_000))
+    claims = 0
+
+    async def idle_runner() -> tuple[list[str], float]:
+        nonlocal claims
+        while True:
+            jobs = await waiting.claim(10, LEASE_MS, ["t"])
+            claims += 1
+            if jobs:
+                return [job.id for job in jobs], time.monotonic()
+            await waiting.wait_for_work(["t"], FOREVER_MS)
+
+    runner = asyncio.create_task(idle_runner())
+    await wait_until(lambda: claims > 0, message="the runner's first claim")
+    await asyncio.sleep(0.1)  # into its wait (of 10 s, what the claim answered)
+    assert not runner.done()
+    request = new_request(delay_ms=300)
+    sent = time.monotonic()
+    await enqueuing.enqueue(request)
+    claimed, at = await asyncio.wait_for(runner, timeout=5)
+    assert claimed == [request.id]
+    assert 0.2 <= at - sent < 1.5
+
+
+@pytest.mark.postgres
+async def test_a_job_due_soon_enqueued_while_a_runner_idles_starts_at_its_time(
+    pg_harness: StoreHarness,
+) -> None:
+    """Idle on an empty table (the claim answered "nothing due"), woken by NOTIFY."""
+    waiting, enqueuing = pg_harness.store(clock=None), pg_harness.store(clock=None)
+    await settled(waiting)
+    assert await waiting.claim(10, LEASE_MS, ["t"]) == []
+    waiter = asyncio.create_task(waiting.wait_for_work(["t"], FOREVER_MS))
+    await asyncio.sleep(0.1)
+    request = new_request(delay_ms=300)
+    sent = time.monotonic()
+    await enqueuing.enqueue(request)
+    await asyncio.wait_for(waiter, timeout=5)  # the NOTIFY
+    while not (jobs := await waiting.claim(10, LEASE_MS, ["t"])):
+        assert time.monotonic() - sent < 5, "the job due in 300 ms was never claimed"
+        await waiting.wait_for_work(["t"], FOREVER_MS)
+    assert [job.id for job in jobs] == [request.id]
+    assert 0.2 <= time.monotonic() - sent < 1.5
