@@ -59,8 +59,10 @@ RETURNING j.id, j.type;
 -- When it takes fewer than :limit rows it also answers next_due for :types, leaving out the
 -- rows it took (the store adds the end of the leases it gave): due_in, on every row, or on one
 -- row of NULL job columns when it took none, so that an idle runner's wait needs no statement
--- of its own. With :limit rows taken (a drain) it is not looked up: a scalar subquery runs
--- only once its CASE branch is taken.
+-- of its own. The subqueries read the statement's snapshot, where the rows it took are still
+-- due: more due rows than it took (others skipped, held by another claimer) answer 0. With
+-- :limit rows taken (a drain) none of them runs: a subquery runs once its CASE branch is
+-- taken. (An anti-join on the rows taken instead ran once per row: quadratic in the batch.)
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table}
     WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
@@ -94,11 +96,15 @@ RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts
 )
 SELECT claimed.*, later.due_in
 FROM (
-    SELECT CASE WHEN (SELECT count(*) FROM due) < :limit THEN
-        (SELECT o.due_at FROM {table} AS o
-            WHERE o.due_at IS NOT NULL AND o.type = ANY(CAST(:types AS text[]))
-                AND o.id NOT IN (SELECT id FROM due)
-            ORDER BY o.due_at LIMIT 1) - {now}
+    SELECT CASE
+        WHEN (SELECT count(*) FROM due) >= :limit THEN NULL
+        WHEN EXISTS (
+            SELECT FROM {table} AS o
+            WHERE o.due_at <= {now} AND o.type = ANY(CAST(:types AS text[]))
+            OFFSET (SELECT count(*) FROM due)
+        ) THEN 0
+        ELSE (SELECT min(o.due_at) FROM {table} AS o
+            WHERE o.due_at > {now} AND o.type = ANY(CAST(:types AS text[]))) - {now}
     END AS due_in
 ) AS later
 LEFT JOIN claimed ON true;

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobs.clock import ManualClock
@@ -145,3 +145,26 @@ async def test_a_job_due_soon_enqueued_while_a_runner_idles_starts_at_its_time(
         await waiting.wait_for_work(["t"], FOREVER_MS)
     assert [job.id for job in jobs] == [request.id]
     assert 0.2 <= time.monotonic() - sent < 1.5
+
+
+@pytest.mark.postgres
+async def test_a_due_job_the_claim_skipped_as_locked_ends_the_wait_after_it(
+    pg_harness: StoreHarness,
+) -> None:
+    store = pg_harness.store()
+    await settled(store)
+    held, free = new_request(), new_request()
+    for request in (held, free):
+        await store.enqueue(request)
+    locker = create_engine(pg_harness.url)
+    try:
+        async with locker.begin() as conn:  # another claimer's transaction, still open
+            await conn.execute(
+                text(f'SELECT 1 FROM "{pg_harness.table}" WHERE id = :id FOR UPDATE'),
+                {"id": held.id},
+            )
+            assert [job.id for job in await store.claim(10, LEASE_MS, ["t"])] == [free.id]
+            await asyncio.wait_for(store.wait_for_work(["t"], FOREVER_MS), timeout=2)
+    finally:
+        await locker.dispose()
+    assert [job.id for job in await store.claim(10, LEASE_MS, ["t"])] == [held.id]
