@@ -212,7 +212,7 @@ class SQLAlchemyJobStore(SQLOperations):
         watch, since = self._watch_claim(types)
         try:
             rows = await self._fetch(
-                "claim",
+                "claim" if watch is None else "claim_next_due",
                 types=self._types(types),
                 limit=limit,
                 lease_ms=lease_ms,
@@ -227,7 +227,7 @@ class SQLAlchemyJobStore(SQLOperations):
         leased: list[Row] = []
         taken = 0
         for row in rows:
-            if row["id"] is None:  # PostgreSQL's row for its next_due answer when it took none
+            if row["id"] is None:  # claim_next_due's row for its answer when it took none
                 continue
             taken += 1
             if row["state"] == "active":
@@ -238,6 +238,7 @@ class SQLAlchemyJobStore(SQLOperations):
                     row["id"],
                     row["type"],
                 )
+        self._next_due.claimed(types, took_all=taken >= limit)
         if watch is not None:
             if rows and taken < limit:
                 due_in: int | None = rows[0]["due_in"]
@@ -420,7 +421,8 @@ class SQLAlchemyJobStore(SQLOperations):
         since = None if self._commits is None else self._commits.seen
         if self._commits is not None and since is None:
             return None, None
-        return self._next_due.watch(types), since
+        watch = self._next_due.watch(types)
+        return watch, None if watch is None else since
 
     def _wake(self, job_type: str | None = None) -> None:
         self._waiters.wake(job_type)

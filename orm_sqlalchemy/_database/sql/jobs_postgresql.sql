@@ -56,20 +56,13 @@ RETURNING j.id, j.type;
 -- name: claim
 -- Due pending jobs and expired leases, oldest due first, skipping rows another claimer holds.
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
--- When it takes fewer than :limit rows it also answers next_due for :types, leaving out the
--- rows it took (the store adds the end of the leases it gave): due_in, on every row, or on one
--- row of NULL job columns when it took none, so that an idle runner's wait needs no statement
--- of its own. The subqueries read the statement's snapshot, where the rows it took are still
--- due: more due rows than it took (others skipped, held by another claimer) answer 0. With
--- :limit rows taken (a drain) none of them runs: a subquery runs once its CASE branch is
--- taken. (An anti-join on the rows taken instead ran once per row: quadratic in the batch.)
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table}
     WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
     ORDER BY due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
-), claimed AS (
+)
 UPDATE {table} AS j SET
     state = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
         THEN 'failed' ELSE 'active' END,
@@ -92,19 +85,28 @@ UPDATE {table} AS j SET
 FROM due
 WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
-    j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed
+    j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed;
+
+-- name: claim_next_due
+-- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:
+-- the store chooses, so that a drain's full batches pay nothing for it). It also answers
+-- next_due for :types as things stand after it, leaving out the rows it took (the store adds
+-- the end of the leases it gave): due_in, on every row, or on one row of NULL job columns when
+-- it took none, so that the wait after it needs no statement of its own. The look-up reads the
+-- statement's snapshot, where the rows taken are still due, in due order past as many rows as
+-- were taken: rows another claimer held (skipped) are among them then, and answer "due now".
+-- It runs only when the claim took fewer than :limit (a subquery runs once its CASE branch is
+-- taken). (An anti-join on the rows taken instead ran once per row: quadratic in the batch.)
+WITH claimed AS (
+{statement:claim}
 )
 SELECT claimed.*, later.due_in
 FROM (
-    SELECT CASE
-        WHEN (SELECT count(*) FROM due) >= :limit THEN NULL
-        WHEN EXISTS (
-            SELECT FROM {table} AS o
-            WHERE o.due_at <= {now} AND o.type = ANY(CAST(:types AS text[]))
-            OFFSET (SELECT count(*) FROM due)
-        ) THEN 0
-        ELSE (SELECT min(o.due_at) FROM {table} AS o
-            WHERE o.due_at > {now} AND o.type = ANY(CAST(:types AS text[]))) - {now}
+    SELECT CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
+        (SELECT o.due_at FROM {table} AS o
+            WHERE o.due_at IS NOT NULL AND o.type = ANY(CAST(:types AS text[]))
+            ORDER BY o.due_at
+            OFFSET (SELECT count(*) FROM claimed) LIMIT 1) - {now}
     END AS due_in
 ) AS later
 LEFT JOIN claimed ON true;

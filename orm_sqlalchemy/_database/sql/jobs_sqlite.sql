@@ -57,7 +57,8 @@ RETURNING id, type;
 -- Each row also answers next_due for :types among the jobs not due now (when it took fewer
 -- than :limit, it took every due one; the store adds the end of the leases it gave), so that
 -- an idle runner's wait after a claim needs no statement of its own: due_in, an uncorrelated
--- subquery, run once per statement.
+-- subquery, run once per statement (an index seek: a claim of 1,000 cost no more with it).
+-- SQLite cannot wrap an UPDATE to answer when it took nothing: the wait then asks next_due.
 UPDATE {table} SET
     state = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN 'failed' ELSE 'active' END,
@@ -89,6 +90,10 @@ RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token,
     (SELECT min(o.due_at) FROM {table} AS o
         WHERE o.due_at > :now AND o.type IN (SELECT value FROM json_each(:types))) - :now
         AS due_in;
+
+-- name: claim_next_due
+-- claim (which answers next_due already).
+{statement:claim};
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms

@@ -23,13 +23,13 @@ LEASE_MS = 30_000
 FOREVER_MS = 30_000
 
 
-def next_due_statements(engine: AsyncEngine) -> list[str]:
-    """The ``next_due`` statements run on ``engine``'s connections, as their driver sees them
-    (asyncpg's query logger, sqlite3's trace callback)."""
+def traced(engine: AsyncEngine, marker: str) -> list[str]:
+    """The statements holding ``marker`` run on ``engine``'s connections, as their driver sees
+    them (asyncpg's query logger, sqlite3's trace callback)."""
     seen: list[str] = []
 
     def record(statement: str) -> None:
-        if "min(due_at)" in statement:
+        if marker in statement:
             seen.append(statement)
 
     @event.listens_for(engine.sync_engine, "connect")
@@ -41,6 +41,16 @@ def next_due_statements(engine: AsyncEngine) -> list[str]:
             driver._conn.set_trace_callback(record)  # aiosqlite's sqlite3 connection
 
     return seen
+
+
+def next_due_statements(engine: AsyncEngine) -> list[str]:
+    return traced(engine, "min(due_at)")
+
+
+async def logged(seen: list[str]) -> int:
+    """How many were traced, once asyncpg ran its query loggers (it calls them soon)."""
+    await asyncio.sleep(0)
+    return len(seen)
 
 
 async def settled(store: SQLAlchemyJobStore) -> None:
@@ -57,14 +67,36 @@ async def test_a_wait_after_a_claim_that_took_fewer_jobs_runs_no_statement(
     try:
         await settled(store)
         await store.enqueue(new_request())
-        before = len(seen)
+        before = await logged(seen)
         assert len(await store.claim(10, LEASE_MS, ["t"])) == 1
         await store.wait_for_work(["t"], 100)
-        assert len(seen) == before
+        assert await logged(seen) == before
         if harness.postgres:  # its claim answers even when it took nothing
             assert await store.claim(10, LEASE_MS, ["t"]) == []
             await store.wait_for_work(["t"], 100)
-            assert len(seen) == before
+            assert await logged(seen) == before
+    finally:
+        await store.close()
+        await engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_claims_after_one_that_took_all_it_asked_skip_the_next_due_look_up(
+    pg_harness: StoreHarness,
+) -> None:
+    engine = create_engine(pg_harness.url)
+    answering = traced(engine, "AS later")
+    store = pg_harness.store(engine=engine)
+    try:
+        await settled(store)
+        await store.enqueue_many([new_request() for _ in range(5)])
+        assert len(await store.claim(2, LEASE_MS, ["t"])) == 2  # as an idle runner's: answers
+        assert await logged(answering) == 1
+        assert len(await store.claim(2, LEASE_MS, ["t"])) == 2  # a drain's: plain
+        assert len(await store.claim(2, LEASE_MS, ["t"])) == 1
+        assert await logged(answering) == 1
+        assert await store.claim(2, LEASE_MS, ["t"]) == []  # idle again: answers
+        assert await logged(answering) == 2
     finally:
         await store.close()
         await engine.dispose()
