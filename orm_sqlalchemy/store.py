@@ -209,7 +209,7 @@ class SQLAlchemyJobStore(SQLOperations):
         if limit <= 0 or not types:
             self._check_open()
             return []
-        watch, since = self._watch_claim(types)
+        watch = self._watch_claim(types)
         try:
             rows = await self._fetch(
                 "claim" if watch is None else "claim_next_due",
@@ -244,7 +244,7 @@ class SQLAlchemyJobStore(SQLOperations):
                 due_in: int | None = rows[0]["due_in"]
                 if leased:  # those leases end then, and the answer left them out
                     due_in = lease_ms if due_in is None else min(due_in, lease_ms)
-                self._next_due.keep(types, watch, due_in, since)
+                self._next_due.keep(types, watch, due_in)
             else:
                 self._next_due.drop(watch)
         if self._prune_due():
@@ -306,8 +306,9 @@ class SQLAlchemyJobStore(SQLOperations):
         Wakes on enqueues and retries through this store and, on PostgreSQL, through any
         store on the same table (LISTEN/NOTIFY), on SQLite on a commit to the file by any
         other connection (``_database.sqlite_commits``), and when an injected ManualClock
-        moves. After a claim of the same types that took fewer jobs than asked, the next due
-        time is the one that claim answered (``_database.next_due``), with no statement.
+        moves. On PostgreSQL, after a claim of the same types that took fewer jobs than asked,
+        the next due time is the one that claim answered (``_database.next_due``), with no
+        statement.
         """
         self._check_open()
         kept = self._next_due.take(types) if types else None
@@ -316,10 +317,9 @@ class SQLAlchemyJobStore(SQLOperations):
             reopened = self._wakeups is not None and await self._listen(self._wakeups)
             if event.is_set():
                 return
-            since = None
             wait_s = timeout_ms / 1000
             if kept is not None and not reopened:
-                wait_s, since = kept.due_in_s(wait_s), kept.since
+                wait_s = kept.due_in_s(wait_s)
             elif types:
                 rows = await self._fetch("next_due", types=self._types(types))
                 due_in = rows[0]["due_in"] if rows else None
@@ -328,7 +328,7 @@ class SQLAlchemyJobStore(SQLOperations):
             if wait_s <= 0:
                 return
             if self._commits is not None:
-                await self._commits.wait(event, wait_s, since=since)
+                await self._commits.wait(event, wait_s)
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), wait_s)
@@ -411,18 +411,15 @@ class SQLAlchemyJobStore(SQLOperations):
             await self._prepare_schema()
         params["now"] = self._now()
 
-    def _watch_claim(self, types: Collection[str]) -> tuple[asyncio.Event | None, int | None]:
-        """What wakes the wait after a claim of ``types`` (``_database.next_due``), and on
-        SQLite the file's version it starts from; no watch while a change made elsewhere
-        could go unheard: LISTEN not up yet (or impossible, behind a pooler), or no version
-        of the SQLite file read yet."""
-        if self._wakeups is not None:
-            return (self._next_due.watch(types) if self._wakeups.listening else None), None
-        since = None if self._commits is None else self._commits.seen
-        if self._commits is not None and since is None:
-            return None, None
-        watch = self._next_due.watch(types)
-        return watch, None if watch is None else since
+    def _watch_claim(self, types: Collection[str]) -> asyncio.Event | None:
+        """What wakes the wait after a claim of ``types`` (``_database.next_due``); None (the
+        plain claim) while a NOTIFY could go unheard (LISTEN not up yet, or impossible behind
+        a pooler), and on SQLite. There the wait's next_due joins the settle's group commit
+        (``SQLiteBackend``): folding it into the claim measured no faster (p50 1.42-1.50 ms
+        against 1.26-1.47, CPU per job 1.61-1.81 ms against 1.65-1.87)."""
+        if self._wakeups is None or not self._wakeups.listening:
+            return None
+        return self._next_due.watch(types)
 
     def _wake(self, job_type: str | None = None) -> None:
         self._waiters.wake(job_type)

@@ -29,25 +29,18 @@ class SQLiteCommits:
         self._closed = False
         self._seen: int | None = None
 
-    @property
-    def seen(self) -> int | None:
-        """The version last read (by any wait); None before the first read."""
-        return self._seen
-
-    async def wait(
-        self, woken: asyncio.Event, timeout_s: float, *, since: int | None = None
-    ) -> None:
+    async def wait(self, woken: asyncio.Event, timeout_s: float) -> None:
         """Until ``woken`` is set, another connection commits, or ``timeout_s`` passed.
 
         The version is read after each interval and compared with the one this wait started
-        from (``since``, else the last one read, by any wait of this watch), not read up
-        front: a wait woken at once pays no thread hop, and a commit made between two waits
-        still ends the next one. The store's own commits move it too, so a wait after the
-        store wrote may end after one interval for nothing.
+        from (the last one read, by any wait of this watch), not read up front: a wait woken
+        at once pays no thread hop, and a commit made between two waits still ends the next
+        one. The store's own commits move it too, so a wait after the store wrote may end
+        after one interval for nothing.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        seen = self._seen if since is None else since
+        seen = self._seen
         while not woken.is_set():
             remaining = deadline - loop.time()
             if remaining <= 0:

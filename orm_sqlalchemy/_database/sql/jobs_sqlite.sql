@@ -54,11 +54,6 @@ RETURNING id, type;
 -- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
 -- RETURNING sees only the new row, so a reclaim's token carries the mark 'r' after the attempt
 -- (the random part is lowercase hex, which has none): the token stays opaque to workers.
--- Each row also answers next_due for :types among the jobs not due now (when it took fewer
--- than :limit, it took every due one; the store adds the end of the leases it gave), so that
--- an idle runner's wait after a claim needs no statement of its own: due_in, an uncorrelated
--- subquery, run once per statement (an index seek: a claim of 1,000 cost no more with it).
--- SQLite cannot wrap an UPDATE to answer when it took nothing: the wait then asks next_due.
 UPDATE {table} SET
     state = CASE WHEN state = 'active' AND attempts >= max_attempts
         THEN 'failed' ELSE 'active' END,
@@ -86,14 +81,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed,
-    (SELECT min(o.due_at) FROM {table} AS o
-        WHERE o.due_at > :now AND o.type IN (SELECT value FROM json_each(:types))) - :now
-        AS due_in;
-
--- name: claim_next_due
--- claim (which answers next_due already).
-{statement:claim};
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms

@@ -1,5 +1,5 @@
-"""The wait after a claim: the claim's own answer for the next due job, and what must still
-end the wait (``orm_sqlalchemy._database.next_due``), on SQLite and PostgreSQL."""
+"""The wait after a claim: the claim's own answer for the next due job (PostgreSQL,
+``orm_sqlalchemy._database.next_due``), and what must still end the wait (both databases)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ FOREVER_MS = 30_000
 
 
 def traced(engine: AsyncEngine, marker: str) -> list[str]:
-    """The statements holding ``marker`` run on ``engine``'s connections, as their driver sees
-    them (asyncpg's query logger, sqlite3's trace callback)."""
+    """The statements holding ``marker`` run on ``engine``'s PostgreSQL connections, as
+    asyncpg sees them (its query logger)."""
     seen: list[str] = []
 
     def record(statement: str) -> None:
@@ -34,11 +34,7 @@ def traced(engine: AsyncEngine, marker: str) -> list[str]:
 
     @event.listens_for(engine.sync_engine, "connect")
     def trace(dbapi_connection: Any, _record: Any) -> None:
-        driver = dbapi_connection.driver_connection
-        if engine.dialect.name == "postgresql":
-            driver.add_query_logger(lambda logged: record(logged.query))
-        else:
-            driver._conn.set_trace_callback(record)  # aiosqlite's sqlite3 connection
+        dbapi_connection.driver_connection.add_query_logger(lambda logged: record(logged.query))
 
     return seen
 
@@ -58,12 +54,13 @@ async def settled(store: SQLAlchemyJobStore) -> None:
     await store.wait_for_work(["t"], 60)
 
 
+@pytest.mark.postgres
 async def test_a_wait_after_a_claim_that_took_fewer_jobs_runs_no_statement(
-    harness: StoreHarness,
+    pg_harness: StoreHarness,
 ) -> None:
-    engine = create_engine(harness.url)
+    engine = create_engine(pg_harness.url)
     seen = next_due_statements(engine)
-    store = harness.store(engine=engine)
+    store = pg_harness.store(engine=engine)
     try:
         await settled(store)
         await store.enqueue(new_request())
@@ -71,10 +68,9 @@ async def test_a_wait_after_a_claim_that_took_fewer_jobs_runs_no_statement(
         assert len(await store.claim(10, LEASE_MS, ["t"])) == 1
         await store.wait_for_work(["t"], 100)
         assert await logged(seen) == before
-        if harness.postgres:  # its claim answers even when it took nothing
-            assert await store.claim(10, LEASE_MS, ["t"]) == []
-            await store.wait_for_work(["t"], 100)
-            assert await logged(seen) == before
+        assert await store.claim(10, LEASE_MS, ["t"]) == []  # it answers having taken none
+        await store.wait_for_work(["t"], 100)
+        assert await logged(seen) == before
     finally:
         await store.close()
         await engine.dispose()
