@@ -4,14 +4,14 @@ The loop: claim as many jobs as there are free slots and free places among the `
 ready ones, start an ``Attempt`` (``execution``) for each job that finds a slot, keep the others
 ready, and when the store has nothing more, wait for the driver's wake-up (``poll_interval_ms``
 at most), once the jobs just started took their first step (their handlers start before the
-wait's store call is made). A slot whose handler returns starts the next ready job at once, in the same step of
-the event loop, while its settle goes on beside it: the claim round trip refills the ready jobs
-(when half of them went, so claims come in batches) instead of standing between a free slot and
-its next job. A claim is sized once the jobs just started ran their first step (those that
-return at once free their slots first), and while more jobs are settling than a batch (the
-store is behind) it waits until it can take half a batch. Every claimed job is leased from the
-claim: ready jobs' leases are kept like running ones, one refused (the job was reclaimed or
-cancelled) drops the job unrun, and ``close()`` runs them as it drains.
+wait's store call is made). A slot whose handler returns starts the next ready job at once, in
+the same step of the event loop, while its settle goes on beside it: the claim round trip
+refills the ready jobs (when half of them went, so claims come in batches) instead of standing
+between a free slot and its next job. A claim is sized once the jobs just started ran their
+first step (those that return at once free their slots first), and while more jobs are settling
+than a batch (the store is behind) it waits until it can take half a batch. Every claimed job is
+leased from the claim: ready jobs' leases are kept like running ones, one refused (the job was
+reclaimed or cancelled) drops the job unrun, and ``close()`` runs them as it drains.
 Leases are kept by one ``LeaseKeeper`` (``leases``) and outcomes settled by one ``Settler``
 (``settling``); dependencies run one way, from here down. A failing store call is logged and
 retried with backoff where it happens. The claim, heartbeat and presence loops run under one
