@@ -56,8 +56,9 @@ class StoreContact:
         self.last_answer: float | None = None
         self.last_error: str | None = None
 
-    def answered(self) -> None:
-        self.last_answer = time.monotonic()
+    def answered(self, now: float | None = None) -> None:
+        """The store answered (``now``: ``time.monotonic()``, read here if not given)."""
+        self.last_answer = time.monotonic() if now is None else now
         self.last_error = None
 
     def failed(self, error: BaseException) -> None:

@@ -10,7 +10,6 @@ stats read a ``JobIndex`` of sorted lists kept beside the heaps.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 from collections.abc import Collection, Sequence
@@ -61,7 +60,7 @@ class InProcessJobDriver:
         self._index = JobIndex()
         self._workers = WorkerTable(self._clock)
         self._seq = itertools.count(1)
-        self._wakeup: asyncio.Event | None = None
+        self._waiters: set[asyncio.Future[None]] = set()
         self._closed = False
         self._unsubscribe = (
             self._clock.subscribe(self._notify) if isinstance(self._clock, ManualClock) else None
@@ -298,10 +297,17 @@ class InProcessJobDriver:
         if next_due is not None and next_due <= now:
             return
         wait_ms = timeout_ms if next_due is None else min(timeout_ms, next_due - now)
-        if self._wakeup is None:
-            self._wakeup = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), wait_ms / 1000)
+        # A bare future and a timer, not wait_for(event.wait()): that one is a task more and
+        # two steps of the event loop more between an enqueue and the runner that claims it.
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(wait_ms / 1000, _wake, woken)
+        self._waiters.add(woken)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+            self._waiters.discard(woken)
 
     async def close(self) -> None:
         if self._closed:
@@ -318,10 +324,10 @@ class InProcessJobDriver:
             raise DriverError("the in-process job driver is closed")
 
     def _notify(self) -> None:
-        event = self._wakeup
-        if event is not None:
-            self._wakeup = None
-            event.set()
+        if self._waiters:
+            waiters, self._waiters = self._waiters, set()
+            for woken in waiters:
+                _wake(woken)
 
     def _push_ready(self, record: JobRecord) -> None:
         record.seq = next(self._seq)
@@ -433,3 +439,8 @@ class InProcessJobDriver:
         del self._jobs[record.id]
         if record.key is not None and self._keys.get(record.key) == record.id:
             del self._keys[record.key]
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)

@@ -3,14 +3,15 @@
 The loop: claim as many jobs as there are free slots and free places among the ``prefetch``
 ready ones, start an ``Attempt`` (``execution``) for each job that finds a slot, keep the others
 ready, and when the store has nothing more, wait for the driver's wake-up (``poll_interval_ms``
-at most). A slot whose handler returns starts the next ready job at once, in the same step of
-the event loop, while its settle goes on beside it: the claim round trip refills the ready jobs
-(when half of them went, so claims come in batches) instead of standing between a free slot and
-its next job. A claim is sized once the jobs just started ran their first step (those that
-return at once free their slots first), and while more jobs are settling than a batch (the
-store is behind) it waits until it can take half a batch. Every claimed job is leased from the
-claim: ready jobs' leases are kept like running ones, one refused (the job was reclaimed or
-cancelled) drops the job unrun, and ``close()`` runs them as it drains.
+at most), once the jobs just started took their first step (their handlers start before the
+wait's store call is made). A slot whose handler returns starts the next ready job at once, in
+the same step of the event loop, while its settle goes on beside it: the claim round trip
+refills the ready jobs (when half of them went, so claims come in batches) instead of standing
+between a free slot and its next job. A claim is sized once the jobs just started ran their
+first step (those that return at once free their slots first), and while more jobs are settling
+than a batch (the store is behind) it waits until it can take half a batch. Every claimed job is
+leased from the claim: ready jobs' leases are kept like running ones, one refused (the job was
+reclaimed or cancelled) drops the job unrun, and ``close()`` runs them as it drains.
 Leases are kept by one ``LeaseKeeper`` (``leases``) and outcomes settled by one ``Settler``
 (``settling``); dependencies run one way, from here down. A failing store call is logged and
 retried with backoff where it happens. The claim, heartbeat and presence loops run under one
@@ -235,9 +236,12 @@ class JobRunner:
         refill = max(1, prefetch // 2)
         batch = max(1, (concurrency + prefetch) // 2)
         seen = 0
-        while not self._supervisor.stopping():  # this loop's own stop: a successor may run
-            self._fill_slots()
-            seen = await self._let_started_run(seen)
+        supervisor = self._supervisor
+        while not supervisor.stopping():  # this loop's own stop: a successor may run
+            if self._ready:
+                self._fill_slots()
+            if seen != self._launches:
+                seen = await self._let_started_run(seen)
             free = self._to_claim(concurrency, prefetch)
             if free <= 0 or (
                 free < refill if self._ready else (free < batch and self._settles_behind())
@@ -255,11 +259,13 @@ class JobRunner:
                 failures.failed(exc, retry_in_ms=delay_ms)
                 await self._wait(asyncio.sleep(delay_ms / 1000))
                 continue
-            self._contact.answered()
-            self._last_claim = time.monotonic()
-            failures.succeeded()
+            now = time.monotonic()  # one clock read for the batch
+            self._contact.answered(now)
+            self._last_claim = now
+            if failures.count:
+                failures.succeeded()
             self.stats["claimed"] += len(jobs)
-            hold, now = self.leases.hold, time.monotonic()  # one clock read for the batch
+            hold = self.leases.hold
             for job in jobs:
                 lease = hold(job, self._lost_while_ready, now)
                 if len(self._busy) < concurrency:
@@ -267,6 +273,10 @@ class JobRunner:
                 else:
                     self._ready.append(lease)
             if len(jobs) < free:
+                if jobs:
+                    # The jobs just started take their first step (their handlers start)
+                    # before the wait's store call is made: it is not on their way.
+                    await asyncio.sleep(0)
                 # At most a heartbeat interval: an idle runner still hears from its store.
                 timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
                 await self._wait(self.driver.wait_for_work(types, timeout_ms))
@@ -283,7 +293,8 @@ class JobRunner:
         """Await something ``stop()`` may interrupt (through the supervisor)."""
         try:
             await self._supervisor.wait(waiting)
-            self._wait_failures.succeeded()
+            if self._wait_failures.count:
+                self._wait_failures.succeeded()
         except Exception as exc:
             # Back off, then claim again: a wake-up broken by a store outage must not leave an
             # idle runner deaf for a whole poll interval once the store is back.
@@ -308,14 +319,10 @@ class JobRunner:
         """Free slots plus free places among the ready jobs; a slot frees when its handler
         returns and its settle goes on beside the next jobs, ``concurrency + prefetch`` of
         those at most (one claimed batch settling while the next runs)."""
-        settling = self._settling()
-        return (
-            concurrency
-            + prefetch
-            - len(self._busy)
-            - len(self._ready)
-            - max(0, settling - concurrency - prefetch)
-        )
+        busy = len(self._busy)
+        behind = len(self._attempts) - busy - concurrency - prefetch  # settles past a batch
+        free = concurrency + prefetch - busy - len(self._ready)
+        return free - behind if behind > 0 else free
 
     def _settles_behind(self) -> bool:
         """More jobs settling than a claimed batch: the store is behind with the settles, so a

@@ -81,6 +81,7 @@ class Supervisor:
         self.backoff = backoff
         self._loops: dict[str, _Loop] = {}
         self._ending: dict[asyncio.Task[None], _Loop] = {}  # replaced while still ending
+        self._by_task: dict[asyncio.Task[None], _Loop] = {}  # whose wait() is whose: one look
 
     def spawn(self, name: str, body: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start loop ``name`` (``body()`` runs until it returns or ``stop(name)``).
@@ -96,9 +97,11 @@ class Supervisor:
             after.add_done_callback(self._forget)
         loop = _Loop(name, body)
         self._loops[name] = loop
-        loop.task = asyncio.get_running_loop().create_task(
+        task = loop.task = asyncio.get_running_loop().create_task(
             self._supervise(loop, after), name=f"{self.service}: {name}"
         )
+        self._by_task[task] = loop
+        task.add_done_callback(self._by_task.pop)
 
     def running(self, name: str) -> bool:
         """Whether loop ``name`` exists and was not told to stop."""
@@ -118,9 +121,12 @@ class Supervisor:
                 loop.interrupted = True
                 loop.task.cancel()
 
-    async def wait(self, awaitable: Awaitable[T]) -> T | None:
-        """Await ``awaitable`` in a loop, unless ``stop()`` interrupts it (then None)."""
-        return await self._wait_in(self._current(), awaitable)
+    def wait(self, awaitable: Awaitable[T]) -> Coroutine[Any, Any, T | None]:
+        """Await ``awaitable`` in a loop, unless ``stop()`` interrupts it (then None).
+
+        Not a coroutine itself: the one it returns is awaited in its place, one frame less for
+        every wake-up of the loop to go through."""
+        return self._wait_in(self._current(), awaitable)
 
     async def close(self, *names: str, timeout_s: float | None = None) -> None:
         """Stop the loops, wait for them (cancel past ``timeout_s``), log what ended one."""
@@ -218,12 +224,10 @@ class Supervisor:
 
     def _current(self) -> _Loop:
         task = asyncio.current_task()
-        for loop in self._loops.values():
-            if loop.task is task:
-                return loop
-        if task is not None and task in self._ending:
-            return self._ending[task]
-        raise RuntimeError(f"{self.service}: wait() called outside its supervised loops")
+        loop = None if task is None else self._by_task.get(task)
+        if loop is None:
+            raise RuntimeError(f"{self.service}: wait() called outside its supervised loops")
+        return loop
 
     def _selected(self, names: tuple[str, ...]) -> list[_Loop]:
         if not names:

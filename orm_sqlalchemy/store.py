@@ -57,6 +57,7 @@ from jobs.settings import Retention
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
 from ._database.listener import listen_engine
+from ._database.next_due import NextDue
 from ._database.sqlite_commits import sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
@@ -145,6 +146,7 @@ class SQLAlchemyJobStore(SQLOperations):
         self._prune_interval_s = None if prune_interval_ms is None else prune_interval_ms / 1000
         self._next_prune = 0.0
         self._waiters = Waiters()
+        self._next_due = NextDue(self._waiters)
         self._unsubscribe = clock.subscribe(self._wake) if isinstance(clock, ManualClock) else None
         self._closed = False
 
@@ -207,17 +209,27 @@ class SQLAlchemyJobStore(SQLOperations):
         if limit <= 0 or not types:
             self._check_open()
             return []
-        rows = await self._fetch(
-            "claim",
-            types=self._types(types),
-            limit=limit,
-            lease_ms=lease_ms,
-            lease_expired_error=LEASE_EXPIRED_ERROR,
-            max_errors=MAX_ERRORS_KEPT,
-            retain_failed_ms=self._retention.failed_ms,
-        )
+        watch = self._watch_claim(types)
+        try:
+            rows = await self._fetch(
+                "claim" if watch is None else "claim_next_due",
+                types=self._types(types),
+                limit=limit,
+                lease_ms=lease_ms,
+                lease_expired_error=LEASE_EXPIRED_ERROR,
+                max_errors=MAX_ERRORS_KEPT,
+                retain_failed_ms=self._retention.failed_ms,
+            )
+        except BaseException:
+            if watch is not None:
+                self._next_due.drop(watch)
+            raise
         leased: list[Row] = []
+        taken = 0
         for row in rows:
+            if row["id"] is None:  # claim_next_due's row for its answer when it took none
+                continue
+            taken += 1
             if row["state"] == "active":
                 leased.append(row)
             else:
@@ -225,8 +237,16 @@ class SQLAlchemyJobStore(SQLOperations):
                     "job {} ({}) failed: its lease expired with no attempts left",
                     row["id"],
                     row["type"],
-
                 )
+        self._next_due.claimed(types, took_all=taken >= limit)
+        if watch is not None:
+            if rows and taken < limit:
+                due_in: int | None = rows[0]["due_in"]
+                if leased:  # those leases end then, and the answer left them out
+                    due_in = lease_ms if due_in is None else min(due_in, lease_ms)
+                self._next_due.keep(types, watch, due_in)
+            else:
+                self._next_due.drop(watch)
         if self._prune_due():
             await self._prune_in_passing()
         leased.sort(key=lambda row: cast(int, row["run_at"]))
@@ -286,26 +306,32 @@ class SQLAlchemyJobStore(SQLOperations):
         Wakes on enqueues and retries through this store and, on PostgreSQL, through any
         store on the same table (LISTEN/NOTIFY), on SQLite on a commit to the file by any
         other connection (``_database.sqlite_commits``), and when an injected ManualClock
-        moves.
+        moves. On PostgreSQL, after a claim of the same types that took fewer jobs than asked,
+        the next due time is the one that claim answered (``_database.next_due``), with no
+        statement.
         """
         self._check_open()
-        event = self._waiters.register(types)
+        kept = self._next_due.take(types) if types else None
+        event = kept.watch if kept is not None else self._waiters.register(types)
         try:
-            if self._wakeups is not None:
-                await self._listen(self._wakeups)
-            wait_ms = timeout_ms
-            if types:
+            reopened = self._wakeups is not None and await self._listen(self._wakeups)
+            if event.is_set():
+                return
+            wait_s = timeout_ms / 1000
+            if kept is not None and not reopened:
+                wait_s = kept.due_in_s(wait_s)
+            elif types:
                 rows = await self._fetch("next_due", types=self._types(types))
                 due_in = rows[0]["due_in"] if rows else None
                 if due_in is not None:
-                    if due_in <= 0:
-                        return
-                    wait_ms = min(wait_ms, due_in)
+                    wait_s = min(wait_s, due_in / 1000)
+            if wait_s <= 0:
+                return
             if self._commits is not None:
-                await self._commits.wait(event, max(wait_ms, 0) / 1000)
+                await self._commits.wait(event, wait_s)
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), max(wait_ms, 0) / 1000)
+                await asyncio.wait_for(event.wait(), wait_s)
         finally:
             self._waiters.unregister(event)
 
@@ -328,6 +354,7 @@ class SQLAlchemyJobStore(SQLOperations):
         if self._closed:
             return
         self._closed = True
+        self._next_due.clear()
         if self._unsubscribe is not None:
             self._unsubscribe()
         self._waiters.wake()
@@ -384,6 +411,16 @@ class SQLAlchemyJobStore(SQLOperations):
             await self._prepare_schema()
         params["now"] = self._now()
 
+    def _watch_claim(self, types: Collection[str]) -> asyncio.Event | None:
+        """What wakes the wait after a claim of ``types`` (``_database.next_due``); None (the
+        plain claim) while a NOTIFY could go unheard (LISTEN not up yet, or impossible behind
+        a pooler), and on SQLite. There the wait's next_due joins the settle's group commit
+        (``SQLiteBackend``): folding it into the claim measured no faster (p50 1.42-1.50 ms
+        against 1.26-1.47, CPU per job 1.61-1.81 ms against 1.65-1.87)."""
+        if self._wakeups is None or not self._wakeups.listening:
+            return None
+        return self._next_due.watch(types)
+
     def _wake(self, job_type: str | None = None) -> None:
         self._waiters.wake(job_type)
 
@@ -421,9 +458,10 @@ class SQLAlchemyJobStore(SQLOperations):
             raise store_error(exc, self._name) from exc
         self._schema_ready = True
 
-    async def _listen(self, wakeups: PostgresWakeups) -> None:
+    async def _listen(self, wakeups: PostgresWakeups) -> bool:
+        """``wakeups.listen()``: True when a notification may have been missed."""
         try:
-            await wakeups.listen()
+            return await wakeups.listen()
         except Exception as exc:
             raise store_error(exc, self._name) from exc
 
@@ -443,4 +481,3 @@ class SQLAlchemyJobStore(SQLOperations):
                 self._next_prune = now  # more to delete: again on the next call
         except DriverError as exc:
             logger.warning("{} could not prune expired jobs: {}", self._name, exc)
-

@@ -568,6 +568,19 @@ class DriverConformance(
         await enqueue(driver)
         await asyncio.wait_for(waiter, timeout=5)
 
+    async def test_an_enqueue_between_a_claim_and_the_wait_ends_the_wait(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        """A driver may answer the wait from what its claim saw (the SQL stores do); a job
+        enqueued after the claim still ends it."""
+        driver = await driver_harness.driver()
+        await driver.wait_for_work(ALL, 60)  # an idle runner has waited before
+        await enqueue(driver)
+        assert len(await driver.claim(10, LEASE_MS, ALL)) == 1
+        await enqueue(driver)
+        await asyncio.wait_for(driver.wait_for_work(ALL, 30_000), timeout=5)
+        assert len(await driver.claim(10, LEASE_MS, ALL)) == 1
+
     async def test_wait_for_work_returns_after_its_timeout(
         self, driver_harness: DriverHarness
     ) -> None:

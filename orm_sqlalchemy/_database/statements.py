@@ -2,11 +2,12 @@
 once per table.
 
 A file (``<resource>_<dialect>.sql``: ``jobs_sqlite.sql``, ``outbox_postgresql.sql`` ...) holds
-named statements (``-- name: claim``) with ``:name`` parameters and two macros: ``{table}`` (the
-quoted table name) and ``{now}`` (the store's clock in epoch ms: the bound ``:now`` when it is
-not NULL, else the database's clock). PostgreSQL statements are rewritten to asyncpg's ``$n``
-placeholders, SQLite ones keep sqlite3's named style; either way a statement is bound from a
-dict of parameters.
+named statements (``-- name: claim``) with ``:name`` parameters and three macros: ``{table}``
+(the quoted table name), ``{now}`` (the store's clock in epoch ms: the bound ``:now`` when it is
+not NULL, else the database's clock) and ``{statement:<name>}`` (an earlier statement of the
+file, so that a variant of one is written once). PostgreSQL statements are rewritten to
+asyncpg's ``$n`` placeholders, SQLite ones keep sqlite3's named style; either way a statement
+is bound from a dict of parameters.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = ["Statement", "load_statements"]
 
 _SQL = files(__name__.rsplit(".", 1)[0]).joinpath("sql")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_STATEMENT = re.compile(r"\{statement:(\w+)\}")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 _NOW = {
@@ -48,9 +50,10 @@ class Statement:
 def _sections(resource: str, dialect: str) -> dict[str, str]:
     source = _SQL.joinpath(f"{resource}_{dialect}.sql").read_text(encoding="utf-8")
     parts = _NAME.split(source)
-    return {
-        name: _strip_comments(body) for name, body in zip(parts[1::2], parts[2::2], strict=True)
-    }
+    sections: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        sections[name] = _STATEMENT.sub(lambda m: sections[m.group(1)], _strip_comments(body))
+    return sections
 
 
 def _strip_comments(body: str) -> str:

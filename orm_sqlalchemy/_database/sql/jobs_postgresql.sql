@@ -87,6 +87,30 @@ WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
     j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed;
 
+-- name: claim_next_due
+-- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:
+-- the store chooses, so that a drain's full batches pay nothing for it). It also answers
+-- next_due for :types as things stand after it, leaving out the rows it took (the store adds
+-- the end of the leases it gave): due_in, on every row, or on one row of NULL job columns when
+-- it took none, so that the wait after it needs no statement of its own. The look-up reads the
+-- statement's snapshot, where the rows taken are still due, in due order past as many rows as
+-- were taken: rows another claimer held (skipped) are among them then, and answer "due now".
+-- It runs only when the claim took fewer than :limit (a subquery runs once its CASE branch is
+-- taken). (An anti-join on the rows taken instead ran once per row: quadratic in the batch.)
+WITH claimed AS (
+{statement:claim}
+)
+SELECT claimed.*, later.due_in
+FROM (
+    SELECT CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
+        (SELECT o.due_at FROM {table} AS o
+            WHERE o.due_at IS NOT NULL AND o.type = ANY(CAST(:types AS text[]))
+            ORDER BY o.due_at
+            OFFSET (SELECT count(*) FROM claimed) LIMIT 1) - {now}
+    END AS due_in
+) AS later
+LEFT JOIN claimed ON true;
+
 -- name: heartbeat
 UPDATE {table} SET due_at = {now} + CAST(:lease_ms AS bigint)
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'

@@ -411,6 +411,32 @@ async def test_an_idle_runner_wakes_at_once_when_work_arrives() -> None:
     await runner.close()
 
 
+async def test_a_claimed_job_starts_before_the_runner_waits_for_more() -> None:
+    """The handler of a job just claimed starts before the runner's next store call (its wait
+    for work): that call's time is not on the way to the handler."""
+    order: list[str] = []
+
+    class Watched(InProcessJobDriver):
+        async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+            order.append("wait for work")
+            await super().wait_for_work(types, timeout_ms)
+
+    driver = Watched()
+    registry = JobHandlerRegistry()
+
+    async def handle(payload: Any) -> None:
+        order.append("handler started")
+
+    registry.register("t", handle)
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=600_000))
+    runner.start()
+    await wait_until(lambda: order == ["wait for work"], message="the runner idle")
+    await JobQueue(driver).enqueue("t")
+    await wait_until(lambda: len(order) == 3, message="the job run, the runner idle again")
+    assert order[1:] == ["handler started", "wait for work"]
+    await runner.close()
+
+
 class Report(BaseModel):
     month: str
     pages: int
