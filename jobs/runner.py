@@ -262,8 +262,7 @@ class JobRunner:
             now = time.monotonic()  # one clock read for the batch
             self._contact.answered(now)
             self._last_claim = now
-            if failures.count:
-                failures.succeeded()
+            failures.succeeded()
             self.stats["claimed"] += len(jobs)
             hold = self.leases.hold
             for job in jobs:
@@ -293,8 +292,7 @@ class JobRunner:
         """Await something ``stop()`` may interrupt (through the supervisor)."""
         try:
             await self._supervisor.wait(waiting)
-            if self._wait_failures.count:
-                self._wait_failures.succeeded()
+            self._wait_failures.succeeded()
         except Exception as exc:
             # Back off, then claim again: a wake-up broken by a store outage must not leave an
             # idle runner deaf for a whole poll interval once the store is back.

@@ -231,7 +231,7 @@ class TurnSlot:
     __slots__ = ("turns",)
 
     def __init__(self) -> None:
-        self.turns: _Turns | None = None
+        self.turns: WriterTurns | None = None
 
     def release(self) -> None:
         turns, self.turns = self.turns, None
@@ -289,7 +289,7 @@ class SQLiteWriterGate:
     def __init__(self, timeout_s: float, *, lock_path: str | None = None) -> None:
         self._timeout_s = timeout_s
         self.lock_path = lock_path
-        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = (
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WriterTurns] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -319,29 +319,29 @@ class SQLiteWriterGate:
         for turns in list(self._turns.values()):
             turns.close()
 
-    async def acquire(self, *, store: bool = False) -> _Turns:
+    async def acquire(self, *, store: bool = False) -> WriterTurns:
         """Wait for the write turn; the object to ``release()`` when the transaction ends."""
         turns = self._loop_turns()
         await turns.acquire(store=store, timeout_s=self._timeout_s)
         return turns
 
-    def try_acquire(self) -> _Turns | None:
+    def try_acquire(self) -> WriterTurns | None:
         """The write turn if it is free at once, in this process and (``lock_path``) between
         processes, as ``acquire`` would have it; else None, and nothing held (wait with
         ``acquire``). A lone store statement takes it so, with no task to wait in."""
         turns = self._loop_turns()
         return turns if turns.try_acquire() else None
 
-    def _loop_turns(self) -> _Turns:
+    def _loop_turns(self) -> WriterTurns:
         loop = asyncio.get_running_loop()
         turns = self._turns.get(loop)
         if turns is None:
             process = None if self.lock_path is None else ProcessWriterLock(self.lock_path)
-            turns = self._turns[loop] = _Turns(process)
+            turns = self._turns[loop] = WriterTurns(process)
         return turns
 
 
-class _Turns:
+class WriterTurns:
     """The write turn on one event loop: held or not, and who waits for it (two queues); and
     the lock between processes (``ProcessWriterLock``) that its holder takes next."""
 

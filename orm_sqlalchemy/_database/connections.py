@@ -45,7 +45,7 @@ from sqlalchemy.util import greenlet_spawn
 from jobs.coalescing import Coalescer
 from jobs.errors import DriverError, StoreUnavailableError
 
-from ..engine import _Turns, writer_gate
+from ..engine import WriterTurns, writer_gate
 from .errors import store_error
 from .slots import Slots
 from .statements import Statement
@@ -375,7 +375,7 @@ class SQLiteBackend:
             turns.release()
 
     async def _alone(
-        self, turns: _Turns, statement: Statement, params: dict[str, Any]
+        self, turns: WriterTurns, statement: Statement, params: dict[str, Any]
     ) -> list[Row]:
         """A lone statement that found the writer turn free (``try_acquire``): run from the
         caller's task in that turn, a group of one with no task or future of its own (one
@@ -389,21 +389,22 @@ class SQLiteBackend:
         except asyncio.CancelledError:
             self._release_after(connection, turns)
             raise
-        except BaseException as exc:
+        except Exception as exc:
             turns.release()
-            if isinstance(exc, Exception):
-                raise store_error(exc, self._name) from exc
+            raise store_error(exc, self._name) from exc
+        except BaseException:
+            turns.release()
             raise
         turns.release()
         return list(rows)
 
-    def _release_after(self, connection: Any, turns: _Turns) -> None:
+    def _release_after(self, connection: Any, turns: WriterTurns) -> None:
         task = asyncio.get_running_loop().create_task(self._release_when_idle(connection, turns))
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)
 
     @staticmethod
-    async def _release_when_idle(connection: Any, turns: _Turns) -> None:
+    async def _release_when_idle(connection: Any, turns: WriterTurns) -> None:
         """Release ``turns`` once aiosqlite's thread has run what it was given before: it runs
         one thing at a time, in order, so a no-op queued now ends after them."""
         try:
