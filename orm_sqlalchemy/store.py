@@ -169,8 +169,11 @@ class SQLAlchemyJobStore(SQLOperations):
     # -- producer ------------------------------------------------------------------------------
 
     async def enqueue(self, job: JobRequest) -> str | None:
+        """Store ``job``; its id, or None when a live job holds its key. A job without a key
+        is a plain INSERT (``enqueue_unkeyed``): stored unless the statement raises."""
+        keyed = job.key is not None
         rows = await self._fetch(
-            "enqueue",
+            "enqueue" if keyed else "enqueue_unkeyed",
             id=job.id,
             type=job.type,
             payload=job.payload,
@@ -182,11 +185,12 @@ class SQLAlchemyJobStore(SQLOperations):
             trace_context=job.trace_context,
             keep_until=job.keep_until_ms,
         )
-        if rows:
+        stored = bool(rows) or not keyed
+        if stored:
             self._announce(job.type)
         if self._prune_due():
             await self._prune_in_passing()
-        return job.id if rows else None
+        return job.id if stored else None
 
     async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]:
         """The batch in one statement (one round trip, one commit); results in order, None

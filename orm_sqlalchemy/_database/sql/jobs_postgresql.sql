@@ -26,6 +26,22 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
+-- name: enqueue_unkeyed
+-- enqueue of a job without a key, which no row can conflict with: a plain INSERT. The upsert's
+-- speculative insertion (an extra WAL record and lock per row) and the row sent back cost
+-- 8-24 us of server CPU per job here (82-88 against 90-112 us, bare asyncpg loop, same table).
+-- A repeated id fails either way (the primary key); the store reads success from no error.
+INSERT INTO {table} (
+    id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
+    trace_context, keep_until, created_at
+)
+VALUES (
+    :id, :type, :payload, 'pending', 0, :max_attempts,
+    COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
+    COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
+    :timeout_ms, NULL, :trace_context, :keep_until, {now}
+);
+
 -- name: enqueue_many
 -- A batch as one statement: one array per column, a job per index. Its keys are distinct (the
 -- store drops later repeats of a key first: ON CONFLICT cannot touch one row twice).

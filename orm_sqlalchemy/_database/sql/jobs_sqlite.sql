@@ -27,6 +27,11 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
+-- name: enqueue_unkeyed
+-- enqueue of a job without a key (see the PostgreSQL file): the same upsert here, where it
+-- was not measured to cost more than a plain INSERT.
+{statement:enqueue};
+
 -- name: enqueue_many
 -- A batch as one statement: :jobs is a JSON array with one array per job (the columns in the
 -- order below). Its keys are distinct (the store drops later repeats of a key first). "WHERE

@@ -8,6 +8,7 @@ import time
 import pytest
 from sqlalchemy import text
 
+from jobs.driver import JobRequest
 from jobs.errors import StoreUnavailableError
 from jobs.testing import new_request
 from orm_sqlalchemy.engine import create_engine
@@ -203,3 +204,35 @@ async def test_a_store_starting_on_an_up_to_date_table_waits_for_no_open_transac
                 await transaction.rollback()
     finally:
         await engine.dispose()
+
+
+async def _inserts_prepared(pg_harness: StoreHarness, *requests: JobRequest) -> list[str]:
+    """The INSERTs into the job table that a store enqueueing ``requests`` prepared: its
+    engine has one connection, whose prepared statements are read once the store closed."""
+    engine = create_engine(pg_harness.url, pool_size=1, max_overflow=0)
+    try:
+        store = pg_harness.store(engine=engine)
+        for request in requests:
+            await store.enqueue(request)
+        await store.close()
+        async with engine.connect() as connection:
+            result = await connection.execute(
+                text("SELECT statement FROM pg_prepared_statements WHERE statement LIKE :insert"),
+                {"insert": f"INSERT INTO {pg_harness.table} %"},
+            )
+            return [row[0] for row in result]
+    finally:
+        await engine.dispose()
+
+
+async def test_a_job_without_a_key_is_a_plain_insert(pg_harness: StoreHarness) -> None:
+    """No upsert where no row can conflict: its speculative insertion costs server CPU."""
+    inserts = await _inserts_prepared(pg_harness, new_request(), new_request())
+    assert len(inserts) == 1
+    assert "ON CONFLICT" not in inserts[0]
+
+
+async def test_a_job_with_a_key_is_an_upsert_on_the_key(pg_harness: StoreHarness) -> None:
+    inserts = await _inserts_prepared(pg_harness, new_request(key="k"), new_request(key="k"))
+    assert len(inserts) == 1
+    assert "ON CONFLICT (key)" in inserts[0]
