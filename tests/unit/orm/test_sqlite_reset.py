@@ -82,10 +82,14 @@ async def test_an_exception_in_the_transaction_still_rolls_it_back(
     engine: AsyncEngine, tmp_path: Path
 ) -> None:
     tm = SQLAlchemyTransactionManager(engine)
-    with pytest.raises(_Boom):
+
+    async def insert_then_fail() -> None:
         async with tm.transaction() as session:
             await session.execute(text("INSERT INTO t VALUES (1)"))
             raise _Boom
+
+    with pytest.raises(_Boom):
+        await insert_then_fail()
 
     assert _rows_and_lock_free(tmp_path / "reset.db") == (0, True)
 
