@@ -17,8 +17,9 @@ as the pool would (``can_read``: pending data or a closed socket means a fresh c
 measured, the pool's ``get_connection`` and ``release`` cost ~6 us of client CPU a call in
 redis-py 8 (a lock, a release event, four connection-count records), some 6% of a one-by-one
 enqueue. A connection the pool lends only a few of (a ``BlockingConnectionPool``, or a pool of
-fewer than ``KEEP_FROM`` connections) is never kept: another user of the client (a BLPOP)
-could be left waiting for it. ``release`` hands the kept one back (the driver's close).
+fewer than ``KEEP_FROM`` connections) is never kept (nor is the BLPOP's, ``waiter``): another
+user of the client could be left waiting for it. ``release`` hands the kept one back (the
+driver's close).
 
 Only a plain pooled ``Redis`` (also a Sentinel ``master_for`` client) goes this way; a
 ``RedisCluster`` (routing, MOVED/ASK) and a single-connection client keep redis-py's command
@@ -34,7 +35,7 @@ from typing import Any
 import hiredis
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
 
 from .topology import RedisClient
 
@@ -51,9 +52,7 @@ class Wire:
     def __init__(self, client: Redis, encoding: tuple[str, str]) -> None:
         pool = client.connection_pool
         self._pool = pool
-        self._keep = not isinstance(pool, BlockingConnectionPool) and (
-            getattr(pool, "max_connections", 0) >= KEEP_FROM
-        )
+        self._keep = keeps(pool)
         self._kept: AbstractConnection | None = None
         """The connection of the last round trip, out of the pool until the next one."""
         utf8 = codecs.lookup(encoding[0]).name == "utf-8" and encoding[1] == "strict"
@@ -127,6 +126,13 @@ class Wire:
             await self._pool.release(connection)  # the pool reconnects it when lent again
         got: AbstractConnection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
         return got
+
+
+def keeps(pool: ConnectionPool) -> bool:
+    """Whether a connection of ``pool`` may be kept out of it between uses (see the module doc)."""
+    return not isinstance(pool, BlockingConnectionPool) and (
+        getattr(pool, "max_connections", 0) >= KEEP_FROM
+    )
 
 
 async def _exchange(
