@@ -11,15 +11,18 @@ connected to the primary it discovered), ``send_packed_command`` and one ``read_
 per command (error replies parsed to redis-py's exceptions), under the
 connection's retry policy, released to the pool afterwards.
 
-Between round trips the wire keeps the connection it last used out of the pool (one at most;
-concurrent round trips take others from the pool as usual) and checks it before the next use
-as the pool would (``can_read``: pending data or a closed socket means a fresh connection):
-measured, the pool's ``get_connection`` and ``release`` cost ~6 us of client CPU a call in
-redis-py 8 (a lock, a release event, four connection-count records), some 6% of a one-by-one
-enqueue. A connection the pool lends only a few of (a ``BlockingConnectionPool``, or a pool of
-fewer than ``KEEP_FROM`` connections) is never kept (nor is the BLPOP's, ``waiter``): another
-user of the client could be left waiting for it. ``release`` hands the kept one back (the
-driver's close).
+Between round trips the wire keeps the connections it last used out of the pool (``KEPT`` at
+most; more concurrent round trips take others from the pool as usual) and checks one before
+its next use as the pool would (``can_read``: pending data or a closed socket means a fresh
+connection): measured, the pool's ``get_connection`` and ``release`` cost ~6 us of client CPU
+a call in redis-py 8 (a lock, a release event, four connection-count records), some 6% of a
+one-by-one enqueue. Two, not one: calls of a runner and a producer sharing a driver overlap
+(an idle runner's claim starts while the enqueue that woke it still holds its connection);
+with one kept, the latency benchmark took 1.5 connections a job from the pool and a drain
+0.07, with two 0.02 and 0.001. A connection the pool lends only a few of (a
+``BlockingConnectionPool``, or a pool of fewer than ``KEEP_FROM`` connections) is never kept
+(nor is the BLPOP's, ``waiter``): another user of the client could be left waiting for it.
+``release`` hands the kept ones back (the driver's close).
 
 Only a plain pooled ``Redis`` (also a Sentinel ``master_for`` client) goes this way; a
 ``RedisCluster`` (routing, MOVED/ASK) and a single-connection client keep redis-py's command
@@ -42,6 +45,8 @@ from .topology import RedisClient
 Arg = str | int | float | bytes
 KEEP_FROM = 64
 """A pool that lends fewer connections than this keeps all of them (see the module doc)."""
+KEPT = 2
+"""Connections the wire keeps out of the pool between round trips at most (module doc)."""
 
 
 class Wire:
@@ -53,8 +58,8 @@ class Wire:
         pool = client.connection_pool
         self._pool = pool
         self._keep = keeps(pool)
-        self._kept: AbstractConnection | None = None
-        """The connection of the last round trip, out of the pool until the next one."""
+        self._kept: list[AbstractConnection] = []
+        """Connections of the last round trips, out of the pool until the next ones."""
         utf8 = codecs.lookup(encoding[0]).name == "utf-8" and encoding[1] == "strict"
         self._encoding = None if utf8 else encoding
         """None: hiredis's own str encoding (UTF-8, strict) is the client's."""
@@ -101,22 +106,21 @@ class Wire:
         except BaseException:
             await self._pool.release(connection)
             raise
-        if self._keep and self._kept is None:
-            self._kept = connection
+        if self._keep and len(self._kept) < KEPT:
+            self._kept.append(connection)
         else:
             await self._pool.release(connection)
         return results
 
     async def release(self) -> None:
-        """Hand the kept connection back to the pool."""
-        connection, self._kept = self._kept, None
-        if connection is not None:
-            await self._pool.release(connection)
+        """Hand the kept connections back to the pool."""
+        while self._kept:
+            await self._pool.release(self._kept.pop())
 
     async def _connection(self) -> AbstractConnection:
-        """The kept connection if it is fit for a command (as the pool checks one), else one
-        from the pool."""
-        connection, self._kept = self._kept, None
+        """The last kept connection if it is fit for a command (as the pool checks one), else
+        one from the pool."""
+        connection = self._kept.pop() if self._kept else None
         if connection is not None:
             try:
                 if connection.is_connected and not await connection.can_read():
