@@ -63,7 +63,8 @@ from loguru import logger
 from pydantic import BaseModel
 from sqlalchemy import Connection, MetaData
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.orm import Session
 
 from jobs.clock import Clock
 from jobs.definitions import JobDefinition, resolve_job
@@ -98,29 +99,35 @@ _PG_CONNECTIONS = 4
 """At most this many PostgreSQL connections run the store's statements (a relay uses one)."""
 
 
-async def _append_on_aiosqlite(conn: AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
+def _driver_connection(session: Session) -> Any:
+    """The driver connection under ``session``'s transaction, begun if it was not (run with
+    ``AsyncSession.run_sync``: one greenlet spawn, ~11 us of CPU, against ~22 us for
+    ``session.connection()`` and then ``get_raw_connection()``, two spawns; measured in a loop)."""
+    return session.connection().connection.driver_connection
+
+
+async def _append_on_aiosqlite(driver: Any, sql: str, params: dict[str, Any]) -> Any:
     """The append on the session's aiosqlite connection itself: one hop to its thread, not the
     DBAPI adapter's four (cursor, execute, fetch, close), while the transaction holds SQLite's
     write lock. The transaction is the session's: its ``BEGIN IMMEDIATE`` has run (the engine's
     ``begin`` listener, ``configure_sqlite``), and the driver runs in autocommit otherwise."""
-    raw = await conn.get_raw_connection()
     try:
-        driver: Any = raw.driver_connection
         rows = await driver.execute_fetchall(sql, params)
     except sqlite3.Error as exc:
         raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
     return rows[0][0] if rows else None
 
 
-async def _append_on_asyncpg(conn: AsyncConnection, sql: str, args: tuple[Any, ...]) -> Any:
+async def _append_on_asyncpg(
+    session: AsyncSession, driver: Any, sql: str, args: tuple[Any, ...]
+) -> Any:
     """The append on the session's asyncpg connection itself, once the transaction is open on
     the server (asyncpg's ``is_in_transaction()``): one round trip either way, and ~100-200 us
     of CPU less than through the DBAPI adapter and its result objects (measured, 10 producers).
     SQLAlchemy's adapter sends BEGIN with the transaction's first statement, so an append that
     is the first goes through ``exec_driver_sql``, which opens it."""
-    raw = await conn.get_raw_connection()
-    driver: Any = raw.driver_connection
     if not driver.is_in_transaction():
+        conn = await session.connection()
         result = await conn.exec_driver_sql(sql, args)
         return result.scalar()
     try:
@@ -261,10 +268,10 @@ class SQLAlchemyOutboxStore:
             raise ValueError(f"delay_ms must be a non-negative int, got {delay_ms!r}")
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         session = self._tm.session
-        conn = await session.connection()
         if not self._schema_ready:
-            await self._ensure_schema(conn)
+            await self._ensure_schema(await session.connection())
             self._tm.after_commit(self._mark_schema_ready)
+        driver = await session.run_sync(_driver_connection)
         entry_id = str(uuid.uuid4())
         append = self._sql["append"]
         params = {
@@ -280,9 +287,9 @@ class SQLAlchemyOutboxStore:
         # that appends, and Core's construct, cache key and compile cost ~1 ms of CPU a call
         # here against ~0.3 ms for the driver statement (measured, 20 concurrent producers).
         if self._sqlite:
-            inserted = await _append_on_aiosqlite(conn, append.text, params)
+            inserted = await _append_on_aiosqlite(driver, append.text, params)
         else:
-            inserted = await _append_on_asyncpg(conn, append.text, append.bind(params))
+            inserted = await _append_on_asyncpg(session, driver, append.text, append.bind(params))
         if inserted is None:
             return None
         if not session.info.get(self._session_flag):

@@ -90,7 +90,10 @@ class Topology:
         return f"{self._address or '?'} db {self._db}"
 
     def observe(self) -> None:
-        """After a call that went through: log one line if the namespace's primary moved."""
+        """After a call that went through: log one line if the namespace's primary moved (a
+        plain server's address is fixed: nothing to look up after each of its calls)."""
+        if self.kind == "server":
+            return
         now = self.where()
         if now is None or now == self._seen:
             return

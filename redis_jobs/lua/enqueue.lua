@@ -21,41 +21,49 @@
 -- each job's KEYS and ARGV are read in place, a job without optional fields is written by one
 -- literal HSET, a batch checks a type's keys and finds their write buckets once, and a call
 -- of one job writes at once instead of queuing. Measured under callgrind on redis-server:
--- ~82k -> ~62k instructions a job of a 1,000-job enqueue_many, ~219k -> ~175k a one-job call.
+-- ~82k -> ~62k instructions a job of a 1,000-job enqueue_many, ~219k -> ~175k a one-job call;
+-- then ~200k -> ~175k a one-job call, which makes no table or function of its own but its
+-- result: check and apply are made once, when the library loads (see library.py), and read the
+-- call's values from the locals below, which each call sets first.
 
-local now = now_ms(ARGV[1])
-local now_text = int(now)
-local prefix, completed, failed, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local sp, types = KEYS[5], KEYS[6]
-local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local EXISTING = {'payload', 'expires_at', 'created_at'}
 local HOLDER = {'expires_at', 'created_at'}
-local known_types = {}
--- Per job type: the ready zset and signal list that its last checked job named (a job naming
--- others is checked again), then the write buckets (later_*) of that ready zset, of the type's
--- pending state indexes and of that signal list, made by the first job of the type stored.
-local checked_of = {}
--- A call of one job writes at once; a batch queues its writes (later_*), made at the end in
--- one command a key: for one job the queue costs more than it saves.
-local jobs = (#ARGV - 3) / 11
-local alone = jobs == 1
+local now, now_text, prefix, completed, failed, cancelled, sp, types, cap, signal_ttl
+-- A call of one job reads each key once and writes at once, caching nothing: for one job a
+-- table costs more than it saves. A batch checks a type's keys once (known_types: whether the
+-- types set holds it; checked_of: per job type, the ready zset and signal list that its last
+-- checked job named (a job naming others is checked again), then the write buckets (later_*)
+-- of that ready zset, of the type's pending state indexes and of that signal list, made by
+-- the first job of the type stored) and queues its writes (later_*), made at the end in one
+-- command a key.
+local alone, known_types, checked_of
 
 -- A job's KEYS and ARGV are read in place (k, a: the offsets of its first key and argument less
--- one), and check hands apply its plan as return values: no table per job for either.
+-- one), and check hands apply its plan as return values: no table per job for either. For a
+-- lone job (alone) the plan also holds what it read of its type's keys: whether the types set
+-- has the type (known), the signal list's length and the names of the pending state indexes.
 local function check(k, a)
   local record, index = KEYS[k + 1], KEYS[k + 4]
   local id, job_type, flags = ARGV[a + 1], ARGV[a + 2], ARGV[a + 9]
   local has_key = flags ~= '' and string.find(flags, 'k', 1, true) ~= nil
   local ready, signal_key = KEYS[k + 2], KEYS[k + 3]
-  local checked = not alone and checked_of[job_type]
-  if not checked or checked[1] ~= ready or checked[2] ~= signal_key then
-    if known_types[job_type] == nil then
-      known_types[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
-    end
-    check_type_once(ready, 'zset')
-    check_signal(signal_key)
-    check_state_indexes(sp, job_type, 'pending')
-    if not alone then
+  local known, signals, all_key, typed_key
+  if alone then
+    known = read('set', 'SISMEMBER', types, job_type) == 1
+    check_type(ready, 'zset')
+    signals = check_type(signal_key, 'list')
+    all_key, typed_key = state_names(sp, 'pending', job_type)
+    check_type(all_key, 'zset')
+    check_type(typed_key, 'zset')
+  else
+    local checked = checked_of[job_type]
+    if not checked or checked[1] ~= ready or checked[2] ~= signal_key then
+      if known_types[job_type] == nil then
+        known_types[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
+      end
+      check_type_once(ready, 'zset')
+      check_signal(signal_key)
+      check_state_indexes(sp, job_type, 'pending')
       checked_of[job_type] = {ready, signal_key}
     end
   end
@@ -98,10 +106,10 @@ local function check(k, a)
   elseif ARGV[a + 5] ~= '0' then
     run_at = int(now + tonumber(ARGV[a + 5]))
   end
-  return nil, true, stale, run_at, has_key
+  return nil, true, stale, run_at, has_key, known, signals, all_key, typed_key
 end
 
-local function apply(k, a, stale, run_at, has_key)
+local function apply(k, a, stale, run_at, has_key, known, signals, all_key, typed_key)
   local record, id, job_type = KEYS[k + 1], ARGV[a + 1], ARGV[a + 2]
   if stale then
     for _, entry in ipairs(stale) do
@@ -139,14 +147,13 @@ local function apply(k, a, stale, run_at, has_key)
     redis.call('HSET', record, unpack(fields))
   end
   if alone then
-    local all_key, typed_key = state_index(sp, 'pending', job_type)
     redis.call('ZADD', KEYS[k + 2], run_at, id)
     redis.call('ZADD', all_key, now_text, id)
     redis.call('ZADD', typed_key, now_text, id)
-    if not known_types[job_type] then
+    if not known then
       redis.call('SADD', types, job_type)
     end
-    push_signals(KEYS[k + 3], ONE_SIGNAL, 1, 1, cap, signal_ttl)
+    push_signals(KEYS[k + 3], signals, ONE_SIGNAL, 1, 1, cap, signal_ttl)
     return 1
   end
   local checked = checked_of[job_type]  -- this job's: check made it
@@ -171,14 +178,29 @@ local function apply(k, a, stale, run_at, has_key)
   return 1
 end
 
+-- per call
+now = now_ms(ARGV[1])
+now_text = int(now)
+prefix, completed, failed, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+sp, types = KEYS[5], KEYS[6]
+cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local jobs = (#ARGV - 3) / 11
+alone = jobs == 1
+if alone then
+  known_types, checked_of = nil, nil
+else
+  known_types, checked_of = {}, {}
+end
+
 local results = {}
 for job = 0, jobs - 1 do
   local k, a = 6 + job * 4, 3 + job * 11
-  local ok, result, go, stale, run_at, has_key = pcall(check, k, a)
+  local ok, result, go, stale, run_at, has_key, known, signals, all_key, typed_key =
+    pcall(check, k, a)
   if not ok then
     results[job + 1] = refusal(result)
   elseif go then
-    results[job + 1] = apply(k, a, stale, run_at, has_key)
+    results[job + 1] = apply(k, a, stale, run_at, has_key, known, signals, all_key, typed_key)
   else
     results[job + 1] = result
   end

@@ -15,7 +15,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from jobs.testing import new_request
 from redis_jobs import Keys, RedisJobDriver, RedisScriptError
-from redis_jobs.library import LIBRARY, package_library
+from redis_jobs.library import LIBRARY, PER_CALL, Library, package_library
 from redis_jobs.scripts import MAX_BATCH, SCRIPT_NAMES, ScriptRunner
 from redis_jobs.topology import Topology
 
@@ -82,7 +82,9 @@ def test_each_script_is_a_file_with_a_header_of_keys_and_argv() -> None:
         assert header.startswith(f"-- {name}.lua: ")
         assert "KEYS" in header
         assert "ARGV" in header
-        assert f"begin(keys, args)\n{text}\nend" in LIBRARY.code
+        setup, _, body = text.rpartition(PER_CALL)
+        assert f"do\n{setup}\nredis.register_function" in LIBRARY.code
+        assert f"begin(keys, args)\n{body}\nend" in LIBRARY.code
 
 
 async def test_only_the_fixed_scripts_ever_run(
@@ -117,6 +119,24 @@ async def test_only_the_fixed_scripts_ever_run(
             assert word(command[1]) in LIBRARY.functions.values()
         if word(command[0]).upper() == "FUNCTION":
             assert word(command[-1]) == LIBRARY.code
+
+
+async def test_a_scripts_definitions_before_per_call_are_made_once_per_load(
+    admin: Redis,
+) -> None:
+    counter = f"local calls = 0\n{PER_CALL}calls = calls + 1\nreturn calls"
+    library = Library.build(
+        "local function begin(keys, args) end\n",
+        {"first": counter, "second": counter},
+        version=f"test{uuid.uuid4().hex[:12]}",
+    )
+    await admin.function_load(library.code)
+    try:
+        first, second = library.functions["first"], library.functions["second"]
+        assert [await admin.fcall(first, 0) for _ in range(3)] == [1, 2, 3]
+        assert await admin.fcall(second, 0) == 1  # each script's names are its own
+    finally:
+        await admin.function_delete(library.name)
 
 
 async def test_a_missing_library_is_loaded_and_the_refused_calls_run(
