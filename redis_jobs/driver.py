@@ -17,8 +17,8 @@ retry and fail name the job's per-type sets in KEYS without a lookup; a token is
 whole, so a forged or stale one matches nothing and writes nothing.
 
 Wake-up: enqueue and retry push a signal on ``{ns}:signal:<type>`` (at most ``SIGNAL_CAP``
-kept) and ``wait_for_work`` blocks on those lists with BLPOP (through the client: a connection of
-its pool, or of the slot's node on a Cluster, is held while it blocks). One push wakes one
+kept) and ``wait_for_work`` blocks on those lists with BLPOP, on a connection held for waits
+(a pool connection, or on a Cluster one of the slot's node: ``waiter``). One push wakes one
 blocked waiter: across processes the woken runner claims the job and the others go on waiting
 (or poll), so a single job does not wake every runner; a burst of N jobs wakes up to N waiters.
 Before blocking, one script reads when the next job is due (the wait is shortened to it) and,
@@ -75,7 +75,6 @@ from jobs.driver import (
 from jobs.errors import DriverError
 from jobs.settings import Retention
 
-from .errors import translate
 from .keys import Keys
 from .memory_policy import check_memory_policy
 from .operations import RedisOperations
@@ -83,13 +82,10 @@ from .records import fields_of, job_info
 from .scripts import ScriptArg, ScriptRunner, Shared
 from .topology import RedisClient, Topology, client_from_url
 from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
+from .waiter import Waiter, cancel_requests
 
 MAX_CLAIM = 1_000
 """Jobs one claim call leases at most: bounds how long one script keeps Redis busy."""
-BLOCK_SHARE_OF_SOCKET_TIMEOUT = 0.8
-"""A BLPOP blocks at most this share of the client's socket timeout (its read would time out)."""
-CANCEL_RETRY_S = 0.05
-"""How often a wait being stopped is cancelled again (redis-py's send may drop a cancel)."""
 DEFAULT_REPLICA_TIMEOUT_MS = 1_000
 
 
@@ -126,7 +122,7 @@ class RedisJobDriver(RedisOperations):
         self._scripts = ScriptRunner(
             self._topology, replicas=replicas, replica_timeout_ms=replica_timeout_ms
         )
-        self._waits: set[asyncio.Task[Any]] = set()
+        self._waiter = Waiter(self._topology)
         self._closing = asyncio.Event()
         self._closed = False
         self._policy_check: asyncio.Task[None] | None = None
@@ -306,6 +302,7 @@ class RedisJobDriver(RedisOperations):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), max(timeout_ms, 0) / 1000)
             return
+        cancels = cancel_requests()  # a cancel the peek's send drops is raised by the wait
         keys = self._keys
         names = [
             name
@@ -316,7 +313,8 @@ class RedisJobDriver(RedisOperations):
         wait_ms = timeout_ms if due < 0 else min(timeout_ms, due - now)
         if wait_ms <= 0:
             return
-        await self._block([keys.signal(job_type) for job_type in wanted], wait_ms)
+        signals = [keys.signal(job_type) for job_type in wanted]
+        await self._waiter.wait(signals, wait_ms / 1000, cancels)
 
     async def close(self) -> None:
         if self._closed:
@@ -327,8 +325,7 @@ class RedisJobDriver(RedisOperations):
         if policy_check is not None and not policy_check.done():
             policy_check.cancel()
             await asyncio.gather(policy_check, return_exceptions=True)
-        for wait in list(self._waits):
-            await _stop(wait)  # a BLPOP in flight ends here
+        await self._waiter.close()  # a BLPOP in flight ends here
         await self._scripts.drain()
         if self._owns_client:
             await self._topology.close_client()
@@ -375,43 +372,6 @@ class RedisJobDriver(RedisOperations):
             (keys.finished(state), keys.index_prefix, keys.state_prefix, keys.types),
             (now, state, self._retention.of_state(state), EXPIRY_MARGIN_MS),
         )
-
-    async def _block(self, signals: list[str], wait_ms: int) -> None:
-        """BLPOP the signal lists for up to ``wait_ms``, through the client.
-
-        The BLPOP runs in a task of its own, which a cancelled caller (``runner.stop()``) or
-        ``close`` cancels until it ends: on Python 3.11 redis-py sends through
-        ``asyncio.wait_for``, which drops a cancellation that arrives as the send completes
-        (python/cpython#86296), so one cancel may not be enough. redis-py drops the connection
-        of a cancelled command, so a blocked BLPOP never returns to the pool.
-        """
-        seconds = wait_ms / 1000
-        if self._topology.socket_timeout:
-            seconds = min(seconds, self._topology.socket_timeout * BLOCK_SHARE_OF_SOCKET_TIMEOUT)
-        wait: asyncio.Task[Any] = asyncio.ensure_future(
-            self._client.blpop(signals, timeout=round(max(seconds, 0.001), 3))
-        )
-        self._waits.add(wait)
-        try:
-            await asyncio.wait({wait})
-        except asyncio.CancelledError:
-            await _stop(wait)
-            raise
-        finally:
-            self._waits.discard(wait)
-        if wait.cancelled() or self._closed:
-            return
-        error = wait.exception()
-        if error is not None:
-            raise translate(error) from error
-
-
-async def _stop(task: asyncio.Task[Any]) -> None:
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=CANCEL_RETRY_S)
-    if not task.cancelled():
-        task.exception()  # retrieved: a wait ended by close has nothing to report
 
 
 def _claimed(fields: list[Any]) -> ClaimedJob:

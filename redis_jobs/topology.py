@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from loguru import logger
 from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
@@ -70,10 +71,7 @@ class Topology:
     def where(self) -> str | None:
         """The address serving the namespace's writes, as far as the client knows now."""
         if isinstance(self.client, RedisCluster):
-            try:
-                node = self.client.get_node_from_key(self._slot_key)
-            except (RedisClusterException, RedisError):  # no slot map yet: nothing to report
-                return None
+            node = self.known_node()
             return None if node is None else str(node.name)
         pool = self.client.connection_pool
         if isinstance(pool, SentinelConnectionPool):
@@ -127,6 +125,27 @@ class Topology:
         """
         if isinstance(self.client, RedisCluster):
             await self.client.exists(self._slot_key)
+
+    def known_node(self) -> ClusterNode | None:
+        """On a Cluster, the node the client knows as the namespace slot's master now."""
+        if not isinstance(self.client, RedisCluster):
+            return None
+        try:
+            node: ClusterNode | None = self.client.get_node_from_key(self._slot_key)
+        except (RedisClusterException, RedisError):  # no slot map yet
+            return None
+        return node
+
+    async def slot_node(self) -> ClusterNode:
+        """On a Cluster, the namespace slot's master (the slot map learned first if need be)."""
+        assert isinstance(self.client, RedisCluster)
+        node = self.known_node()
+        if node is None:
+            await self.client.initialize()
+            node = self.client.get_node_from_key(self._slot_key)
+        if node is None:
+            raise RedisClusterException(f"no node serves the slot of {self._slot_key!r}")
+        return node
 
     def node_options(self) -> dict[str, Any]:
         """Options that aim a keyless command (WAIT, CONFIG) at the namespace's node."""

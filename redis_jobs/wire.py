@@ -7,18 +7,22 @@ client CPU on top of the ~110 us of a bare redis-py script call, and ~30 us per 
 enqueue. Here a command is packed once by hiredis (``hiredis.pack_command``, the C packer
 redis-py's own sync client uses) and the round trip goes through redis-py's public connection
 API, as ``Pipeline.execute`` does it: a connection from the client's pool (Sentinel: one
-connected to the primary it discovered), ``send_packed_command`` and one ``read_response``
-per command (error replies parsed to redis-py's exceptions), under the
-connection's retry policy, released to the pool afterwards.
+connected to the primary it discovered), ``send_packed_command`` (``send``: on Python 3.11
+without its task) and one ``read_response`` per command (error replies parsed to redis-py's
+exceptions), under the connection's retry policy, released to the pool afterwards.
 
-Between round trips the wire keeps the connection it last used out of the pool (one at most;
-concurrent round trips take others from the pool as usual) and checks it before the next use
-as the pool would (``can_read``: pending data or a closed socket means a fresh connection):
-measured, the pool's ``get_connection`` and ``release`` cost ~6 us of client CPU a call in
-redis-py 8 (a lock, a release event, four connection-count records), some 6% of a one-by-one
-enqueue. A connection the pool lends only a few of (a ``BlockingConnectionPool``, or a pool of
-fewer than ``KEEP_FROM`` connections) is never kept: another user of the client (a BLPOP)
-could be left waiting for it. ``release`` hands the kept one back (the driver's close).
+Between round trips the wire keeps the connections it last used out of the pool (``KEPT`` at
+most; more concurrent round trips take others from the pool as usual) and checks one before
+its next use as the pool would (``can_read``: pending data or a closed socket means a fresh
+connection): measured, the pool's ``get_connection`` and ``release`` cost ~6 us of client CPU
+a call in redis-py 8 (a lock, a release event, four connection-count records), some 6% of a
+one-by-one enqueue. Two, not one: calls of a runner and a producer sharing a driver overlap
+(an idle runner's claim starts while the enqueue that woke it still holds its connection);
+with one kept, the latency benchmark took 1.5 connections a job from the pool and a drain
+0.07, with two 0.02 and 0.001. A connection the pool lends only a few of (a
+``BlockingConnectionPool``, or a pool of fewer than ``KEEP_FROM`` connections) is never kept
+(nor is the BLPOP's, ``waiter``): another user of the client could be left waiting for it.
+``release`` hands the kept ones back (the driver's close).
 
 Only a plain pooled ``Redis`` (also a Sentinel ``master_for`` client) goes this way; a
 ``RedisCluster`` (routing, MOVED/ASK) and a single-connection client keep redis-py's command
@@ -27,20 +31,26 @@ API (``Wire.of`` returns None for them).
 
 from __future__ import annotations
 
+import asyncio
 import codecs
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import hiredis
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
 
 from .topology import RedisClient
 
 Arg = str | int | float | bytes
 KEEP_FROM = 64
 """A pool that lends fewer connections than this keeps all of them (see the module doc)."""
+KEPT = 2
+"""Connections the wire keeps out of the pool between round trips at most (module doc)."""
+DIRECT_SEND = sys.version_info < (3, 12)
+"""Whether ``send`` writes to a connection's stream itself (see ``send``)."""
 
 
 class Wire:
@@ -51,11 +61,9 @@ class Wire:
     def __init__(self, client: Redis, encoding: tuple[str, str]) -> None:
         pool = client.connection_pool
         self._pool = pool
-        self._keep = not isinstance(pool, BlockingConnectionPool) and (
-            getattr(pool, "max_connections", 0) >= KEEP_FROM
-        )
-        self._kept: AbstractConnection | None = None
-        """The connection of the last round trip, out of the pool until the next one."""
+        self._keep = keeps(pool)
+        self._kept: list[AbstractConnection] = []
+        """Connections of the last round trips, out of the pool until the next ones."""
         utf8 = codecs.lookup(encoding[0]).name == "utf-8" and encoding[1] == "strict"
         self._encoding = None if utf8 else encoding
         """None: hiredis's own str encoding (UTF-8, strict) is the client's."""
@@ -102,22 +110,21 @@ class Wire:
         except BaseException:
             await self._pool.release(connection)
             raise
-        if self._keep and self._kept is None:
-            self._kept = connection
+        if self._keep and len(self._kept) < KEPT:
+            self._kept.append(connection)
         else:
             await self._pool.release(connection)
         return results
 
     async def release(self) -> None:
-        """Hand the kept connection back to the pool."""
-        connection, self._kept = self._kept, None
-        if connection is not None:
-            await self._pool.release(connection)
+        """Hand the kept connections back to the pool."""
+        while self._kept:
+            await self._pool.release(self._kept.pop())
 
     async def _connection(self) -> AbstractConnection:
-        """The kept connection if it is fit for a command (as the pool checks one), else one
-        from the pool."""
-        connection, self._kept = self._kept, None
+        """The last kept connection if it is fit for a command (as the pool checks one), else
+        one from the pool."""
+        connection = self._kept.pop() if self._kept else None
         if connection is not None:
             try:
                 if connection.is_connected and not await connection.can_read():
@@ -129,11 +136,18 @@ class Wire:
         return got
 
 
+def keeps(pool: ConnectionPool) -> bool:
+    """Whether a connection of ``pool`` may be kept out of it between uses (see the module doc)."""
+    return not isinstance(pool, BlockingConnectionPool) and (
+        getattr(pool, "max_connections", 0) >= KEEP_FROM
+    )
+
+
 async def _exchange(
     connection: AbstractConnection, parts: Iterator[bytes], replies: int
 ) -> list[Any]:
     for part in parts:
-        await connection.send_packed_command(part)
+        await send(connection, part)
     results: list[Any] = []
     for _ in range(replies):
         try:
@@ -141,3 +155,37 @@ async def _exchange(
         except redis_errors.ResponseError as exc:
             results.append(exc)
     return results
+
+
+async def send(connection: AbstractConnection, data: bytes) -> None:
+    """``connection.send_packed_command(data)``, without its task on Python 3.11.
+
+    With a socket timeout (redis-py 8's default: 5 s) redis-py sends through
+    ``asyncio.wait_for``, which on Python 3.11 runs the send in a task of its own: measured on
+    an idle runner, 2.5 event-loop callbacks and ~65k instructions a round trip, the enqueue's
+    and the claim's between an enqueue and its handler's start (callgrind: 738k instructions
+    for that window without them, 875k with). So on 3.11 a connected connection without
+    health checks is written to here, through its stream writer (redis-py's own attribute, not
+    public API), as redis-py writes without a socket timeout; the drain, which can wait only
+    when the socket took less than all of the bytes, is bounded by the socket timeout as
+    redis-py bounds the send, and a failed or cut-short send disconnects and raises as
+    redis-py's does. Python 3.12's ``wait_for`` runs no task: there the send is redis-py's.
+    """
+    writer = connection._writer if DIRECT_SEND else None
+    if writer is None or writer.transport.is_closing() or connection.health_check_interval:
+        await connection.send_packed_command(data)
+        return
+    try:
+        writer.write(data)
+        if writer.transport.get_write_buffer_size():
+            async with asyncio.timeout(connection.socket_timeout):
+                await writer.drain()
+    except TimeoutError:
+        await connection.disconnect(nowait=True)
+        raise redis_errors.TimeoutError("Timeout writing to socket") from None
+    except OSError as exc:
+        await connection.disconnect(nowait=True)
+        raise redis_errors.ConnectionError(f"Error while writing to socket: {exc!r}") from exc
+    except BaseException:
+        await connection.disconnect(nowait=True)
+        raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
@@ -34,22 +35,37 @@ HOSTILE = [
 ]
 
 
+def on_writes(monkeypatch: pytest.MonkeyPatch, seen: Callable[[Any, list[bytes]], None]) -> None:
+    """Call ``seen(writer, chunks)`` for every write to a stream (the wire writes a connected
+    connection's stream itself, redis-py's send writes its lines) while the test runs."""
+    write, writelines = asyncio.StreamWriter.write, asyncio.StreamWriter.writelines
+
+    def writing(self: asyncio.StreamWriter, data: Any) -> None:
+        seen(self, [bytes(data)])
+        write(self, data)
+
+    def writing_lines(self: asyncio.StreamWriter, data: Any) -> None:
+        chunks = [bytes(chunk) for chunk in data]
+        seen(self, chunks)
+        writelines(self, chunks)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", writing)
+    monkeypatch.setattr(asyncio.StreamWriter, "writelines", writing_lines)
+
+
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     """Every command sent on a redis-py connection while the test runs, read back from RESP."""
     commands: list[tuple[Any, ...]] = []
-    send = AbstractConnection.send_packed_command
 
-    async def recording(self: AbstractConnection, command: Any, *args: Any, **kw: Any) -> None:
-        chunks = [command] if isinstance(command, bytes | str) else list(command)
+    def recording(writer: Any, chunks: list[bytes]) -> None:
         reader = hiredis.Reader()
         for chunk in chunks:
-            reader.feed(chunk.encode() if isinstance(chunk, str) else bytes(chunk))
+            reader.feed(chunk)
         while (parsed := reader.gets()) is not False:
             commands.append(tuple(parsed))
-        await send(self, command, *args, **kw)
 
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
+    on_writes(monkeypatch, recording)
     return commands
 
 
@@ -211,23 +227,20 @@ async def test_a_batch_is_one_script_call_per_max_batch_jobs_in_one_round_trip(
 ) -> None:
     driver = harness.redis_driver()
     events: list[str] = []
-    carriers: set[int] = set()  # the connection of the script calls (not the policy check's)
-    send = AbstractConnection.send_packed_command
+    carriers: set[int] = set()  # the stream of the script calls (not the policy check's)
     read = AbstractConnection.read_response
 
-    async def counted(self: AbstractConnection, command: Any, *args: Any, **kw: Any) -> None:
-        chunks = [command] if isinstance(command, bytes) else list(command)
-        if any(b"FCALL" in bytes(chunk) for chunk in chunks):
-            carriers.add(id(self))
+    def counted(writer: Any, chunks: list[bytes]) -> None:
+        if any(b"FCALL" in chunk for chunk in chunks):
+            carriers.add(id(writer))
             events.append("send")
-        await send(self, command, *args, **kw)
 
     async def reading(self: AbstractConnection, *args: Any, **kw: Any) -> Any:
-        if id(self) in carriers:
+        if id(self._writer) in carriers:
             events.append("read")
         return await read(self, *args, **kw)
 
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
+    on_writes(monkeypatch, counted)
     monkeypatch.setattr(AbstractConnection, "read_response", reading)
     requests = [new_request(key=f"k{n % 400}") for n in range(2 * MAX_BATCH + 50)]
     del sent[:]
