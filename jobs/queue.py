@@ -20,7 +20,6 @@ from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
 from .telemetry import (
-    UNTRACED,
     current_traceparent,
     enqueue_many_span,
     enqueue_span,
@@ -149,8 +148,7 @@ class JobQueue:
         not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
         trace context the job carries to its execution.
         """
-        scope = enqueue_span(_job_type(type_or_definition)) if tracing() else UNTRACED
-        with scope as span:
+        if not tracing():  # no span at all: its no-op scope cost ~0.9 us, 8% of our Python
             request = self.build_request(
                 type_or_definition,
                 payload,
@@ -161,7 +159,19 @@ class JobQueue:
                 key=key,
             )
             job_id = await self.driver.enqueue(request)
-            enqueued(span, request, job_id)
+        else:
+            with enqueue_span(_job_type(type_or_definition)) as span:
+                request = self.build_request(
+                    type_or_definition,
+                    payload,
+                    delay_ms=delay_ms,
+                    run_at=run_at,
+                    max_attempts=max_attempts,
+                    timeout_ms=timeout_ms,
+                    key=key,
+                )
+                job_id = await self.driver.enqueue(request)
+                enqueued(span, request, job_id)
         if job_id is not None:
             record_enqueued(request.type)
         return job_id

@@ -192,3 +192,34 @@ async def test_enqueue_many_refuses_bad_options_naming_the_job_and_stores_nothin
         await queue.enqueue_many(batch)
     assert caught.value.__notes__ == ["in job 1 of the batch; nothing was enqueued"]
     assert sum((await driver.counts()).values()) == 0
+
+
+def test_a_job_request_keeps_the_dataclass_semantics_its_own_init_must_not_lose() -> None:
+    """``JobRequest.__init__`` is written out (see its docstring); it must set every field,
+    keep the defaults and keyword-only arguments, and leave the request frozen."""
+    import dataclasses
+
+    import pytest
+
+    from jobs.driver import JobRequest
+
+    request = JobRequest(
+        id="i", type="t", payload="{}", max_attempts=2, timeout_ms=5, key="k", delay_ms=7,
+        run_at_ms=8, keep_until_ms=9, trace_context="tp",
+    )  # fmt: skip
+    assert [getattr(request, f.name) for f in dataclasses.fields(JobRequest)] == [
+        "i", "t", "{}", 2, 5, "k", 7, 8, 9, "tp",
+    ]  # fmt: skip
+    plain = JobRequest(id="i", type="t", payload="{}", max_attempts=2)
+    assert (plain.timeout_ms, plain.key, plain.delay_ms, plain.run_at_ms) == (None, None, 0, None)
+    assert (plain.keep_until_ms, plain.trace_context) == (None, None)
+    assert dataclasses.replace(plain, key="k") == JobRequest(
+        id="i", type="t", payload="{}", max_attempts=2, key="k"
+    )
+    assert hash(plain) == hash(JobRequest(id="i", type="t", payload="{}", max_attempts=2))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.key = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        JobRequest("i", "t", "{}", 2)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        JobRequest(id="i", type="t", payload="{}")  # type: ignore[call-arg]
