@@ -45,7 +45,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator
 from contextvars import ContextVar, Token
-from typing import Any
+from typing import Any, Protocol
 
 from loguru import logger
 from sqlalchemy import event
@@ -66,6 +66,7 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "POSTGRES_POOL_SIZE",
     "SQLiteWriterGate",
+    "TurnWatcher",
     "configure_sqlite",
     "create_engine",
     "is_sqlite",
@@ -292,6 +293,15 @@ def writer_gate(engine: AsyncEngine) -> SQLiteWriterGate | None:
     return gate
 
 
+class TurnWatcher(Protocol):
+    """Told when this engine's write turns begin and end (``SQLiteWriterGate.watch``): every
+    commit through the engine's gated transactions falls between the two."""
+
+    def turn_began(self) -> None: ...
+
+    def turn_ending(self) -> None: ...
+
+
 STORE_TURN_AFTER = 1
 """A waiting store group is handed the write turn after at most this many app transactions."""
 
@@ -324,6 +334,16 @@ class SQLiteWriterGate:
         self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WriterTurns] = (
             weakref.WeakKeyDictionary()
         )
+        self._watchers: list[TurnWatcher] = []
+
+    def watch(self, watcher: TurnWatcher) -> None:
+        """Tell ``watcher`` of each turn, once it is held (between processes too) and before it
+        is let go, until ``unwatch``."""
+        self._watchers.append(watcher)
+
+    def unwatch(self, watcher: TurnWatcher) -> None:
+        with contextlib.suppress(ValueError):
+            self._watchers.remove(watcher)
 
     @contextlib.asynccontextmanager
     async def turn(self, *, store: bool = False) -> AsyncIterator[None]:
@@ -369,7 +389,7 @@ class SQLiteWriterGate:
         turns = self._turns.get(loop)
         if turns is None:
             process = None if self.lock_path is None else ProcessWriterLock(self.lock_path)
-            turns = self._turns[loop] = WriterTurns(process)
+            turns = self._turns[loop] = WriterTurns(process, self._watchers)
         return turns
 
 
@@ -377,14 +397,21 @@ class WriterTurns:
     """The write turn on one event loop: held or not, and who waits for it (two queues); and
     the lock between processes (``ProcessWriterLock``) that its holder takes next."""
 
-    def __init__(self, process: ProcessWriterLock | None) -> None:
+    def __init__(
+        self, process: ProcessWriterLock | None, watchers: list[TurnWatcher] | None = None
+    ) -> None:
         self._process = process
+        self._watchers = [] if watchers is None else watchers
         self._held = False
         self._passed = 0
         self._stores: collections.deque[asyncio.Future[None]] = collections.deque()
         self._others: collections.deque[asyncio.Future[None]] = collections.deque()
 
     async def acquire(self, *, store: bool, timeout_s: float) -> None:
+        await self._acquire(store=store, timeout_s=timeout_s)
+        self._began()
+
+    async def _acquire(self, *, store: bool, timeout_s: float) -> None:
         left_s = timeout_s
         if self._held:
             started = time.monotonic()
@@ -430,7 +457,13 @@ class WriterTurns:
             except OSError:
                 return False
         self._held = True
+        self._began()
         return True
+
+    def _began(self) -> None:
+        if self._watchers:
+            for watcher in tuple(self._watchers):
+                watcher.turn_began()
 
     async def _wait(self, *, store: bool, timeout_s: float) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -468,6 +501,9 @@ class WriterTurns:
 
     def release(self) -> None:
         """End the turn: the lock between processes let go, the turn handed on (``_hand_on``)."""
+        if self._watchers:
+            for watcher in tuple(self._watchers):
+                watcher.turn_ending()
         if self._process is not None:
             self._process.release()
         self._hand_on()

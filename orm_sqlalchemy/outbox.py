@@ -188,7 +188,7 @@ class SQLAlchemyOutboxStore:
             self._backend = backend
         else:
             self._backend = SQLiteBackend(self._engine, name=self._name)
-        self._commits = None if self._postgres else sqlite_commits(self._engine.url.database)
+        self._commits = None if self._postgres else sqlite_commits(self._engine)
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
         self._instance = uuid.uuid4().hex

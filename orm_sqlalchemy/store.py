@@ -138,7 +138,7 @@ class SQLAlchemyJobStore(SQLOperations):
             self._backend = backend
         else:
             self._backend = SQLiteBackend(self._engine, name=self._name)
-        self._commits = None if self._postgres else sqlite_commits(self._engine.url.database)
+        self._commits = None if self._postgres else sqlite_commits(self._engine)
         self._clock = clock
         self._create_tables = create_tables
         self._schema_ready = False

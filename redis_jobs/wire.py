@@ -169,9 +169,10 @@ async def send(connection: AbstractConnection, data: bytes) -> None:
     public API), as redis-py writes without a socket timeout; the drain, which can wait only
     when the socket took less than all of the bytes, is bounded by the socket timeout as
     redis-py bounds the send, and a failed or cut-short send disconnects and raises as
-    redis-py's does. Python 3.12's ``wait_for`` runs no task: there the send is redis-py's.
+    redis-py's does. Python 3.12's ``wait_for`` runs no task: there the send is redis-py's, as it
+    is on a redis-py whose connections have no such attribute.
     """
-    writer = connection._writer if DIRECT_SEND else None
+    writer = getattr(connection, "_writer", None) if DIRECT_SEND else None
     if writer is None or writer.transport.is_closing() or connection.health_check_interval:
         await connection.send_packed_command(data)
         return

@@ -22,39 +22,50 @@
 -- array per claimed job: id, type, payload, attempt, max_attempts, token, timeout_ms, key,
 -- trace_context (those three false when unset), reclaimed (its lease had expired), run_at.
 
+local FIELDS = job_fields({'payload', 'timeout_ms', 'key', 'trace_context', 'created_at'})
+-- What finish() reads of the call (see common.lua): every field set by each call that fails
+-- a job.
+local call = {}
+
+-- Candidates {id, due, source, record key, job, errors, index} (the last four filled by the
+-- checks; false until then, so that the table is made at its size), earliest due first.
+local function earlier(a, b)
+  if a[2] ~= b[2] then
+    return a[2] < b[2]
+  end
+  return a[1] < b[1]
+end
+
+-- per call
 local now = now_ms(ARGV[1])
 local lease_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local prefix, index_prefix, failed, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local FIELDS = {'payload', 'timeout_ms', 'key', 'trace_context', 'created_at'}
 
 check_type_once(failed, 'zset')
 
--- Each due set read is that set's type check. A candidate is {id, due, source}.
+-- Each due set read is that set's type check.
 local sources, candidates = {}, {}
 for i = 1, #ARGV - 7 do
   local job_type, ready, leased = ARGV[7 + i], KEYS[3 + 2 * i], KEYS[4 + 2 * i]
-  for _, from in ipairs({ready, leased}) do
-    local due = read('zset', 'ZRANGE', from, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
+  for from = 3 + 2 * i, 4 + 2 * i do
+    local key = KEYS[from]
+    local due = read('zset', 'ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
       'WITHSCORES')
     if #due > 0 then
       local source = {
-        key = from, state = from == ready and 'pending' or 'active', type = job_type,
+        key = key, state = key == ready and 'pending' or 'active', type = job_type,
         ready = ready, leased = leased,
       }
       sources[#sources + 1] = source
       for j = 1, #due, 2 do
-        candidates[#candidates + 1] = {due[j], tonumber(due[j + 1]), source}
+        candidates[#candidates + 1] = {due[j], tonumber(due[j + 1]), source, false, false,
+          false, false}
       end
     end
   end
 end
 if #sources > 1 then
-  table.sort(candidates, function(a, b)
-    if a[2] ~= b[2] then
-      return a[2] < b[2]
-    end
-    return a[1] < b[1]
-  end)
+  table.sort(candidates, earlier)
 end
 
 -- Checks: read every record to be touched before the first write.
@@ -101,10 +112,9 @@ for _, c in ipairs(orphans) do
   later_move(sp, c[1], source.type, 0, source.state, nil)
 end
 if #expire > 0 then
-  local call = {
-    now = now, now_text = int(now), retain = tonumber(ARGV[5]), margin = tonumber(ARGV[6]),
-    finished = failed, sp = sp,
-  }
+  call.now, call.now_text = now, int(now)
+  call.retain, call.margin = tonumber(ARGV[5]), tonumber(ARGV[6])
+  call.finished, call.sp = failed, sp
   for _, c in ipairs(expire) do
     finish(call, c[4], c[1], c[5], 'failed', 'active', c[3].leased, c[7], ARGV[7], c[6])
   end

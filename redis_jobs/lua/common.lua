@@ -42,22 +42,21 @@ local function refusal(caught)
 end
 
 -- Runs a batch: KEYS and ARGV hold `shared` leading values, then a fixed number per job.
--- check(keys, args) reads only and returns (result) or (nil, plan); apply(plan) writes and
--- returns the result. Returns one result per job; a refused job's result is its refusal text.
+-- check(k, a) reads only, the job's keys and arguments in place (KEYS[k + 1], ARGV[a + 1], ...:
+-- k and a are the offsets of its first key and argument less one), and returns (result), or
+-- (nil, plan, ...) with up to three plan values, never nil the first; apply(k, a, plan, ...)
+-- writes and returns the result. Returns one result per job; a refused job's result is its
+-- refusal text. No table is made per job but the plan's own.
 local function for_each_job(shared_keys, keys_per_job, shared_args, args_per_job, check, apply)
   local results = {}
   local count = (#ARGV - shared_args) / args_per_job
   for job = 0, count - 1 do
-    -- A constructor over unpack: the tables are made at their size, in C (a Lua loop costs
-    -- several times more, and grows each table step by step).
-    local key_base, arg_base = shared_keys + job * keys_per_job, shared_args + job * args_per_job
-    local keys = {unpack(KEYS, key_base + 1, key_base + keys_per_job)}
-    local args = {unpack(ARGV, arg_base + 1, arg_base + args_per_job)}
-    local ok, result, plan = pcall(check, keys, args)
+    local k, a = shared_keys + job * keys_per_job, shared_args + job * args_per_job
+    local ok, result, plan, second, third = pcall(check, k, a)
     if not ok then
       results[job + 1] = refusal(result)
     elseif plan ~= nil then
-      results[job + 1] = apply(plan)
+      results[job + 1] = apply(k, a, plan, second, third)
     else
       results[job + 1] = result
     end
@@ -135,18 +134,40 @@ local function read(wanted, command, key, ...)
   return reply
 end
 
--- The HMGET field names for a list of optional fields: CORE first, built once per list and
--- call.
+-- The HMGET field names for a list of optional fields: CORE first. A script's constant list is
+-- passed to job_fields when the library loads, which builds its names once for every call (a
+-- table made per call costs ~2k instructions); any other list's names are built once per call.
+local loaded_names = {}
+
+-- Plain loops: the library's load runs without unpack and ipairs.
+local function names_from(optional)
+  local names = {}
+  for index = 1, #CORE do
+    names[index] = CORE[index]
+  end
+  for index = 1, #optional do
+    names[#CORE + index] = optional[index]
+  end
+  return names
+end
+
+-- The list, its names built now (load time only: a list made by a call would never be freed).
+local function job_fields(optional)
+  loaded_names[optional] = names_from(optional)
+  return optional
+end
+
 local function names_of(optional)
+  local names = loaded_names[optional]
+  if names then
+    return names
+  end
   if field_names == nil then
     field_names = {}
   end
-  local names = field_names[optional]
+  names = field_names[optional]
   if not names then
-    names = {unpack(CORE)}
-    for _, name in ipairs(optional) do
-      names[#names + 1] = name
-    end
+    names = names_from(optional)
     field_names[optional] = names
   end
   return names

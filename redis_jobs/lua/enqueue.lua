@@ -26,8 +26,8 @@
 -- result: check and apply are made once, when the library loads (see library.py), and read the
 -- call's values from the locals below, which each call sets first.
 
-local EXISTING = {'payload', 'expires_at', 'created_at'}
-local HOLDER = {'expires_at', 'created_at'}
+local EXISTING = job_fields({'payload', 'expires_at', 'created_at'})
+local HOLDER = job_fields({'expires_at', 'created_at'})
 local now, now_text, prefix, completed, failed, cancelled, sp, types, cap, signal_ttl
 -- A call of one job reads each key once and writes at once, caching nothing: for one job a
 -- table costs more than it saves. A batch checks a type's keys once (known_types: whether the

@@ -13,52 +13,53 @@
 -- expire in real time a margin later. When a job finished, jobs whose retention has ended are
 -- pruned from the finished zset and the state indexes, a bounded number per call (prune_ended).
 
-local now = now_ms(ARGV[1])
-local finished, index_prefix, sp, types = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local state = ARGV[2]
-local failing = state == 'failed'
-local FIELDS = {'token', 'key', 'keep_until', 'created_at'}
-if failing then
-  FIELDS[#FIELDS + 1] = 'errors'
-end
-local call = {
-  now = now, now_text = int(now), retain = tonumber(ARGV[3]), margin = tonumber(ARGV[4]),
-  finished = finished, sp = sp,
-}
+local COMPLETE_FIELDS = job_fields({'token', 'key', 'keep_until', 'created_at'})
+local FAIL_FIELDS = job_fields({'token', 'key', 'keep_until', 'created_at', 'errors'})
+-- What finish() reads of the call (see common.lua): every field set by each call.
+local call = {}
+local now, index_prefix, sp, state, failing, fields, finished_any
 
-check_type_once(finished, 'zset')
-
-local function check(keys, args)
-  check_type_once(keys[2], 'zset')
-  local job = held_job(keys[1], args[2], FIELDS)
+local function check(k, a)
+  check_type_once(KEYS[k + 2], 'zset')
+  local job = held_job(KEYS[k + 1], ARGV[a + 2], fields)
   if job == nil then
     return 0
   end
   check_state_indexes(sp, job.type, 'active', state)
   local errors = nil
   if failing then
-    errors = with_error(job.errors, job.attempts, now, args[3])
+    errors = with_error(job.errors, job.attempts, now, ARGV[a + 3])
   end
-  local index = nil
+  local index = false
   if job.key then
     index = index_prefix .. job.key
-    if not index_names(index, args[1]) then
-      index = nil
+    if not index_names(index, ARGV[a + 1]) then
+      index = false
     end
   end
-  return nil, {keys, args, job, index, errors}
+  return nil, job, index, errors
 end
 
-local finished_any = false
-
-local function apply(plan)
-  local keys, args, job, index, errors = plan[1], plan[2], plan[3], plan[4], plan[5]
-  finish(call, keys[1], args[1], job, state, 'active', keys[2], index,
-    failing and args[3] or nil, errors)
+local function apply(k, a, job, index, errors)
+  finish(call, KEYS[k + 1], ARGV[a + 1], job, state, 'active', KEYS[k + 2], index,
+    failing and ARGV[a + 3] or nil, errors)
   finished_any = true
   return 1
 end
 
+-- per call
+now = now_ms(ARGV[1])
+local finished, types = KEYS[1], KEYS[4]
+index_prefix, sp = KEYS[2], KEYS[3]
+state = ARGV[2]
+failing = state == 'failed'
+fields = failing and FAIL_FIELDS or COMPLETE_FIELDS
+finished_any = false
+call.now, call.now_text = now, int(now)
+call.retain, call.margin = tonumber(ARGV[3]), tonumber(ARGV[4])
+call.finished, call.sp = finished, sp
+
+check_type_once(finished, 'zset')
 local results = for_each_job(4, 2, 4, 3, check, apply)
 write_later(0, 0)
 if finished_any then

@@ -8,22 +8,24 @@
 -- writes nothing: the record's existence is checked before any write. The lease expiry lives
 -- in the leased zset's score only (the record does not repeat it).
 
-local now = now_ms(ARGV[1])
-local FIELDS = {'token'}
+local FIELDS = job_fields({'token'})
+local now
 
-local function check(keys, args)
-  check_type_once(keys[2], 'zset')
-  if held_job(keys[1], args[2], FIELDS) == nil then
+local function check(k, a)
+  check_type_once(KEYS[k + 2], 'zset')
+  if held_job(KEYS[k + 1], ARGV[a + 2], FIELDS) == nil then
     return 0
   end
-  return nil, {keys[2], int(now + tonumber(args[3])), args[1]}
+  return nil, true
 end
 
-local function apply(plan)
-  later_zadd(plan[1], plan[2], plan[3])
+local function apply(k, a)
+  later_zadd(KEYS[k + 2], int(now + tonumber(ARGV[a + 3])), ARGV[a + 1])
   return 1
 end
 
+-- per call
+now = now_ms(ARGV[1])
 local results = for_each_job(0, 2, 1, 3, check, apply)
 write_later(0, 0)
 return results

@@ -7,15 +7,14 @@
 -- Returns {now, earliest due ms or -1 when none}. When nothing is due yet, the signal lists are
 -- emptied in the same atomic step: every job signalled so far has been claimed or is accounted
 -- for by the returned due time, so the runner's BLPOP wakes only for what comes after this call.
+-- Each ZRANGE is its zset's type check.
 
 local now = now_ms(ARGV[1])
 local earliest = -1
 for i = 1, #KEYS, 3 do
-  check_type(KEYS[i], 'zset')
-  check_type(KEYS[i + 1], 'zset')
   check_type(KEYS[i + 2], 'list')
   for offset = 0, 1 do
-    local head = redis.call('ZRANGE', KEYS[i + offset], 0, 0, 'WITHSCORES')
+    local head = read('zset', 'ZRANGE', KEYS[i + offset], 0, 0, 'WITHSCORES')
     if #head > 0 then
       local due = tonumber(head[2])
       if earliest < 0 or due < earliest then

@@ -22,8 +22,8 @@ end
 local only_type = ARGV[3]
 local cutoff = ARGV[4] ~= '' and now - tonumber(ARGV[4]) or nil
 
-local function check(keys, args)
-  local job = load_job(keys[1], {'key', 'created_at', 'finished_at'})
+local function check(k, a)
+  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'finished_at'})
   if job == nil or not wanted[job.state] then
     return 0
   end
@@ -33,7 +33,7 @@ local function check(keys, args)
   if cutoff and (job.finished_at or created_of(job)) > cutoff then
     return 0
   end
-  local plan = {key = keys[1], id = args[1], job = job}
+  local plan = {key = KEYS[k + 1], id = ARGV[a + 1], job = job}
   if job.state == 'pending' then
     plan.source = ns .. 'ready:' .. job.type
   else
@@ -43,12 +43,12 @@ local function check(keys, args)
   check_state_indexes(sp, job.type, job.state)
   if job.key then
     plan.index = ns .. 'key:' .. job.key
-    plan.index_held = index_names(plan.index, args[1])
+    plan.index_held = index_names(plan.index, ARGV[a + 1])
   end
   return nil, plan
 end
 
-local function apply(plan)
+local function apply(_, _, plan)
   redis.call('DEL', plan.key)
   if plan.index_held then
     redis.call('DEL', plan.index)

@@ -15,16 +15,16 @@ local sp = ns .. 'state:'
 local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 
-local function check(keys, args)
-  local job = load_job(keys[1], {'key', 'created_at', 'expires_at'})
+local function check(k, a)
+  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'expires_at'})
   if job == nil or (job.state ~= 'failed' and job.state ~= 'cancelled') then
     return 0
   end
-  if not is_alive(job, keys[1], now) then
+  if not is_alive(job, KEYS[k + 1], now) then
     return 0
   end
   local plan = {
-    key = keys[1], id = args[1], job = job, ready = ns .. 'ready:' .. job.type,
+    key = KEYS[k + 1], id = ARGV[a + 1], job = job, ready = ns .. 'ready:' .. job.type,
     signal = ns .. 'signal:' .. job.type, finished = ns .. job.state,
   }
   check_type_once(plan.ready, 'zset')
@@ -33,12 +33,12 @@ local function check(keys, args)
   check_state_indexes(sp, job.type, job.state, 'pending')
   if job.key then
     plan.index = ns .. 'key:' .. job.key
-    plan.index_held = index_names(plan.index, args[1])
+    plan.index_held = index_names(plan.index, ARGV[a + 1])
   end
   return nil, plan
 end
 
-local function apply(plan)
+local function apply(_, _, plan)
   local job = plan.job
   redis.call('HSET', plan.key, 'state', 'pending', 'run_at', int(now),
     'max_attempts', int(job.attempts + 1))

@@ -9,39 +9,37 @@
 --
 -- Returns per job: 1 pending again, 0 (nothing written) the token does not hold the job.
 
-local now = now_ms(ARGV[1])
-local sp = KEYS[1]
-local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local FIELDS = job_fields({'token', 'created_at', 'errors'})
+local now, sp
 
-local FIELDS = {'token', 'created_at', 'errors'}
-
-local function check(keys, args)
-  check_type_once(keys[2], 'zset')
-  check_type_once(keys[3], 'zset')
-  check_signal(keys[4])
-  local job = held_job(keys[1], args[2], FIELDS)
+local function check(k, a)
+  check_type_once(KEYS[k + 2], 'zset')
+  check_type_once(KEYS[k + 3], 'zset')
+  check_signal(KEYS[k + 4])
+  local job = held_job(KEYS[k + 1], ARGV[a + 2], FIELDS)
   if job == nil then
     return 0
   end
   check_state_indexes(sp, job.type, 'active', 'pending')
-  local errors = with_error(job.errors, job.attempts, now, args[4])
-  return nil, {keys = keys, args = args, job = job, errors = errors}
+  return nil, job, with_error(job.errors, job.attempts, now, ARGV[a + 4])
 end
 
-local function apply(plan)
-  local record, leased, ready, signal_key = unpack(plan.keys)
-  local id = plan.args[1]
-  local run_at = int(now + tonumber(plan.args[3]))
-  redis.call('HSET', record, 'state', 'pending', 'run_at', run_at, 'last_error', plan.args[4],
-    'errors', plan.errors)
+local function apply(k, a, job, errors)
+  local record, id = KEYS[k + 1], ARGV[a + 1]
+  local run_at = int(now + tonumber(ARGV[a + 3]))
+  redis.call('HSET', record, 'state', 'pending', 'run_at', run_at, 'last_error', ARGV[a + 4],
+    'errors', errors)
   redis.call('HDEL', record, 'token', 'lease_until')
-  later_zrem(leased, id)
-  later_zadd(ready, run_at, id)
-  later_move(sp, id, plan.job.type, created_of(plan.job), 'active', 'pending')
-  later_signal(signal_key)
+  later_zrem(KEYS[k + 2], id)
+  later_zadd(KEYS[k + 3], run_at, id)
+  later_move(sp, id, job.type, created_of(job), 'active', 'pending')
+  later_signal(KEYS[k + 4])
   return 1
 end
 
+-- per call
+now = now_ms(ARGV[1])
+sp = KEYS[1]
 local results = for_each_job(1, 4, 3, 4, check, apply)
-write_later(cap, signal_ttl)
+write_later(tonumber(ARGV[2]), tonumber(ARGV[3]))
 return results
