@@ -198,6 +198,7 @@ def test_a_job_request_keeps_the_dataclass_semantics_its_own_init_must_not_lose(
     """``JobRequest.__init__`` is written out (see its docstring); it must set every field,
     keep the defaults and keyword-only arguments, and leave the request frozen."""
     import dataclasses
+    import inspect
 
     import pytest
 
@@ -223,3 +224,12 @@ def test_a_job_request_keeps_the_dataclass_semantics_its_own_init_must_not_lose(
         JobRequest("i", "t", "{}", 2)  # type: ignore[misc]
     with pytest.raises(TypeError):
         JobRequest(id="i", type="t", payload="{}")  # type: ignore[call-arg]
+    parameters = list(inspect.signature(JobRequest.__init__).parameters.values())[1:]
+    assert [(p.name, p.kind, p.default) for p in parameters] == [
+        (
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+        )
+        for f in dataclasses.fields(JobRequest)
+    ], "JobRequest.__init__ must take every field, in order, with its default"
