@@ -171,8 +171,9 @@ class RedisJobDriver(RedisOperations):
         self._check_open()
         if not jobs:
             return []
-        parts = [self._enqueue_parts(job) for job in jobs]
-        statuses = await self._scripts.batch("enqueue", self._enqueue_shared(), parts)
+        statuses = await self._scripts.batch_of(
+            "enqueue", self._enqueue_shared(), jobs, self._enqueue_into
+        )
         return [_enqueued(job, status) for job, status in zip(jobs, statuses, strict=True)]
 
     def _enqueue_shared(self) -> Shared:
@@ -181,26 +182,35 @@ class RedisJobDriver(RedisOperations):
         return (self._enqueue_constants[0], (self._now(), SIGNAL_CAP, SIGNAL_TTL_MS))
 
     def _enqueue_parts(self, job: JobRequest) -> tuple[list[str], list[ScriptArg]]:
-        keys = self._keys
-        index = keys.index_prefix if job.key is None else keys.index(job.key)
-        job_keys = [keys.job(job.id), keys.ready(job.type), keys.signal(job.type), index]
-        flags = ("k" if job.key is not None else "") + (
-            "t" if job.trace_context is not None else ""
+        job_keys: list[str] = []
+        job_args: list[ScriptArg] = []
+        self._enqueue_into(job, job_keys, job_args)
+        return job_keys, job_args
+
+    def _enqueue_into(self, job: JobRequest, keys: list[str], args: list[ScriptArg]) -> None:
+        """Adds the enqueue script's KEYS and ARGV of ``job`` (see enqueue.lua)."""
+        names = self._keys
+        key, trace, job_type = job.key, job.trace_context, job.type
+        keys += (
+            names.job(job.id),
+            names.ready(job_type),
+            names.signal(job_type),
+            names.index_prefix if key is None else names.index(key),
         )
-        job_args: list[ScriptArg] = [
+        run_at, timeout, keep_until = job.run_at_ms, job.timeout_ms, job.keep_until_ms
+        args += (
             job.id,
-            job.type,
+            job_type,
             job.payload,
             job.max_attempts,
             job.delay_ms,
-            _optional(job.run_at_ms),
-            _optional(job.timeout_ms),
-            _optional(job.keep_until_ms),
-            flags,
-            job.key or "",
-            job.trace_context or "",
-        ]
-        return job_keys, job_args
+            "" if run_at is None else run_at,
+            "" if timeout is None else timeout,
+            "" if keep_until is None else keep_until,
+            ("" if key is None else "k") + ("" if trace is None else "t"),
+            key or "",
+            trace or "",
+        )
 
     # -- consumer ------------------------------------------------------------------------------
 
@@ -396,10 +406,6 @@ def _enqueued(job: JobRequest, status: Any) -> str | None:
     if status == -1:
         raise DriverError(f"job id {job.id!r} already exists")
     return job.id if status == 1 else None
-
-
-def _optional(value: int | None) -> ScriptArg:
-    return "" if value is None else value
 
 
 def _token_type(token: str) -> str | None:

@@ -36,9 +36,9 @@ Errors are translated at this boundary (``errors.translate``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from loguru import logger
 from redis import exceptions as redis_errors
@@ -52,7 +52,7 @@ from .library import LIBRARY, SCRIPT_NAMES, Library
 from .topology import Topology
 from .wire import Wire
 
-__all__ = ["MAX_BATCH", "SCRIPT_NAMES", "ScriptArg", "ScriptRunner", "Shared"]
+__all__ = ["MAX_BATCH", "SCRIPT_NAMES", "Parts", "ScriptArg", "ScriptRunner", "Shared"]
 
 MAX_BATCH = 200
 REDIRECTS = 2
@@ -62,47 +62,18 @@ FUNCTION_NOT_FOUND = "Function not found"
 """The start of Redis's error reply to an FCALL of a function it does not have."""
 
 ScriptArg = str | int | float | bytes
-
-
-class _Outcome:
-    """A job's result in a ``batch`` call, which its caller reads after the round trip: the
-    part of a Future that ``_resolve`` uses, without a Future's cost per job of a bulk call."""
-
-    __slots__ = ("_error", "_result", "_set")
-
-    def __init__(self) -> None:
-        self._set = False
-        self._result: Any = None
-        self._error: BaseException | None = None
-
-    def done(self) -> bool:
-        return self._set
-
-    def set_result(self, result: Any) -> None:
-        self._set, self._result = True, result
-
-    def set_exception(self, error: BaseException) -> None:
-        self._set, self._error = True, error
-
-    def exception(self) -> BaseException | None:
-        return self._error
-
-    def result(self) -> Any:
-        if self._error is not None:
-            raise self._error
-        if not self._set:
-            raise DriverError("a batch call ended without this job's result")
-        return self._result
-
-
-Outcome = asyncio.Future[Any] | _Outcome
+T = TypeVar("T")
+Shared = tuple[Sequence[str], Sequence[ScriptArg]]
+"""The leading KEYS and ARGV of a batch script call, shared by its jobs."""
+Parts = Callable[[T, list[str], list[ScriptArg]], None]
+"""Adds a job's KEYS and ARGV to those of its batch call."""
 
 
 @dataclass(slots=True)
 class _Job:
     keys: Sequence[str]
     args: Sequence[ScriptArg]
-    future: Outcome = field(repr=False)
+    future: asyncio.Future[Any] = field(repr=False)
 
 
 @dataclass(slots=True)
@@ -115,6 +86,10 @@ class _Command:
     durable: bool
     future: asyncio.Future[Any] | None = None
     jobs: list[_Job] = field(default_factory=list)
+
+    def fcall(self) -> tuple[Any, ...]:
+        keys = self.keys
+        return ("FCALL", self.function, len(keys), *keys, *self.args)
 
     def settle(self, reply: Any) -> None:
         if self.future is not None:
@@ -137,9 +112,65 @@ class _Command:
             _resolve(job.future, error=error)
 
 
+class _Chunk(Generic[T]):
+    """One FCALL of a ``batch`` call: ``count`` of its jobs from ``first``, whose results go to
+    the call's ``results`` at their positions (a refused job's: its RedisScriptError).
+
+    Its arguments are made when it is first sent (``fcall``), so Redis runs the chunk before
+    while this one is made: a bulk enqueue's client and server work overlap. No object is made
+    per job: its keys and arguments go straight into the chunk's lists (``parts``).
+    """
+
+    __slots__ = ("_call", "_count", "_first", "_function", "_jobs", "_parts", "_results",
+                 "_shared", "durable")  # fmt: skip
+
+    def __init__(
+        self,
+        function: str,
+        shared: Shared,
+        durable: bool,
+        batch: tuple[Sequence[T], Parts[T], list[Any]],
+        first: int,
+        count: int,
+    ) -> None:
+        self._function = function
+        self._shared = shared
+        self.durable = durable
+        self._jobs, self._parts, self._results = batch
+        self._first = first
+        self._count = count
+        self._call: tuple[Any, ...] | None = None
+
+    def fcall(self) -> tuple[Any, ...]:
+        call = self._call
+        if call is None:
+            shared_keys, shared_args = self._shared
+            keys, args = list(shared_keys), list(shared_args)
+            parts, jobs, first = self._parts, self._jobs, self._first
+            for index in range(first, first + self._count):
+                parts(jobs[index], keys, args)
+            call = self._call = ("FCALL", self._function, len(keys), *keys, *args)
+        return call
+
+    def settle(self, reply: Any) -> None:
+        count = self._count
+        if not isinstance(reply, list) or len(reply) != count:
+            self.fail(DriverError(f"a batch of {count} jobs got the reply {reply!r}"))
+            return
+        for position, result in enumerate(reply):
+            if isinstance(result, bytes | str):  # the refusal text of this job
+                text = result.decode(errors="replace") if isinstance(result, bytes) else result
+                reply[position] = refusal(text)
+        self._results[self._first : self._first + count] = reply
+
+    def fail(self, error: BaseException) -> None:
+        self._results[self._first : self._first + self._count] = [error] * self._count
+
+
 _GroupKey = tuple[str, tuple[str, ...], tuple[ScriptArg, ...], bool]
-Shared = tuple[Sequence[str], Sequence[ScriptArg]]
-"""The leading KEYS and ARGV of a batch script call, shared by its jobs."""
+_Sendable = _Command | _Chunk[Any]
+_NO_RESULT: Any = object()
+"""A ``batch`` job's result until its call's reply is in."""
 
 
 class ScriptRunner:
@@ -248,13 +279,34 @@ class ScriptRunner:
         Up to ``MAX_BATCH`` jobs go in one FCALL, the FCALLs in one pipeline. A refused
         job raises (the first refusal, after every job's result is in).
         """
-        items = [_Job(keys, args, _Outcome()) for keys, args in jobs]
-        await self._run(self._commands(name, shared[0], shared[1], durable, items))
-        errors = [job.future.exception() for job in items]
-        for error in errors:
-            if error is not None:
-                raise error
-        return [job.future.result() for job in items]
+        return await self.batch_of(name, shared, jobs, _given, durable=durable)
+
+    async def batch_of(
+        self,
+        name: str,
+        shared: Shared,
+        jobs: Sequence[T],
+        parts: Parts[T],
+        *,
+        durable: bool = True,
+    ) -> list[Any]:
+        """``batch`` for ``jobs`` of any kind, ``parts(job, keys, args)`` adding each one's keys
+        and args to its call's: called as each call is sent, while Redis runs the one before,
+        and only for jobs validated before (it must not raise)."""
+        function = self._functions[name]
+        results: list[Any] = [_NO_RESULT] * len(jobs)
+        each = (jobs, parts, results)
+        commands: list[_Sendable] = [
+            _Chunk(function, shared, durable, each, first, min(MAX_BATCH, len(jobs) - first))
+            for first in range(0, len(jobs), MAX_BATCH)
+        ]
+        await self._run(commands)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            if result is _NO_RESULT:
+                raise DriverError("a batch call ended without a job's result")
+        return results
 
     async def drain(self) -> None:
         """Wait for the calls already queued or sent, then hand the wire's kept connection
@@ -269,7 +321,7 @@ class ScriptRunner:
         pending, self._pending = self._pending, {}
         if not pending:
             return
-        commands: list[_Command] = []
+        commands: list[_Sendable] = []
         for (name, shared_keys, shared_args, durable), jobs in pending.items():
             commands += self._commands(name, shared_keys, shared_args, durable, jobs)
         task = asyncio.get_running_loop().create_task(self._run(commands), name="redis-jobs-calls")
@@ -283,14 +335,14 @@ class ScriptRunner:
         shared_args: Sequence[ScriptArg],
         durable: bool,
         jobs: list[_Job],
-    ) -> list[_Command]:
+    ) -> list[_Sendable]:
         """The FCALLs of a batch function for ``jobs``, ``MAX_BATCH`` a call."""
         function = self._functions[name]
         if len(jobs) == 1:
             [job] = jobs
             keys = [*shared_keys, *job.keys]
             return [_Command(function, keys, [*shared_args, *job.args], durable, jobs=jobs)]
-        commands = []
+        commands: list[_Sendable] = []
         for start in range(0, len(jobs), MAX_BATCH):
             chunk = jobs[start : start + MAX_BATCH]
             keys = list(shared_keys)
@@ -302,7 +354,7 @@ class ScriptRunner:
         return commands
 
     async def _run(
-        self, commands: list[_Command], *, reload: bool = True, redirects: int = REDIRECTS
+        self, commands: list[_Sendable], *, reload: bool = True, redirects: int = REDIRECTS
     ) -> None:
         """Send ``commands`` in one round trip and settle each; load a missing library once;
         send again those a durable Cluster pipeline was redirected with (``redirects`` rounds)."""
@@ -313,8 +365,8 @@ class ScriptRunner:
             for command in commands:
                 command.fail(error)
             return
-        lost: list[_Command] = []
-        moved: list[_Command] = []
+        lost: list[_Sendable] = []
+        moved: list[_Sendable] = []
         for command, reply in zip(commands, replies, strict=True):
             if reload and _not_found(reply):
                 lost.append(command)
@@ -329,7 +381,7 @@ class ScriptRunner:
         if lost:
             await self._reload(lost)
 
-    async def _follow(self, commands: list[_Command], *, reload: bool, redirects: int) -> None:
+    async def _follow(self, commands: list[_Sendable], *, reload: bool, redirects: int) -> None:
         """Learn the slot's master anew, then send the redirected calls again (they ran nothing)."""
         try:
             await self._topology.relearn()
@@ -340,7 +392,7 @@ class ScriptRunner:
             return
         await self._run(commands, reload=reload, redirects=redirects)
 
-    async def _execute(self, commands: list[_Command], *, follow_redirects: bool) -> list[Any]:
+    async def _execute(self, commands: list[_Sendable], *, follow_redirects: bool) -> list[Any]:
         """One reply per command (an error reply as its exception), in one round trip.
 
         A durable Cluster pipeline follows no redirect unless ``follow_redirects``: the reply of
@@ -359,7 +411,7 @@ class ScriptRunner:
             if len(commands) == 1 and not durable:
                 [command] = commands
                 try:
-                    reply = await client.execute_command(*_fcall(command), **options)
+                    reply = await client.execute_command(*command.fcall(), **options)
                 except redis_errors.ResponseError as exc:
                     reply = exc
                 self._topology.observe()
@@ -367,7 +419,7 @@ class ScriptRunner:
             primary = self._topology.where()
             pipe = client.pipeline(transaction=False)
             for command in commands:
-                pipe.execute_command(*_fcall(command), **options)
+                pipe.execute_command(*command.fcall(), **options)
             if durable:
                 wait = ("WAIT", self._replicas, self._replica_timeout_ms)
                 pipe.execute_command(*wait, **options)
@@ -388,11 +440,11 @@ class ScriptRunner:
                 ]
         return replies
 
-    def _packed(self, wire: Wire, commands: list[_Command], durable: bool) -> Iterator[bytes]:
+    def _packed(self, wire: Wire, commands: list[_Sendable], durable: bool) -> Iterator[bytes]:
         """The commands packed for ``wire``, one part a time; the WAIT goes with the last."""
         last = len(commands) - 1
         for index, command in enumerate(commands):
-            packed = wire.pack(_fcall(command))
+            packed = wire.pack(command.fcall())
             if durable and index == last:
                 packed += wire.pack(("WAIT", self._replicas, self._replica_timeout_ms))
             yield packed
@@ -422,7 +474,7 @@ class ScriptRunner:
             error.__cause__ = confirmed
         return error
 
-    async def _reload(self, commands: list[_Command]) -> None:
+    async def _reload(self, commands: list[_Sendable]) -> None:
         """Load the library on the namespace's node, then run the refused calls again."""
         logger.debug(
             "Redis has no job function library {} (never loaded here, flushed, or a new "
@@ -446,9 +498,13 @@ _REDIRECTS = (redis_errors.AskError, redis_errors.TryAgainError)
 """The replies of a Cluster call that ran nothing where it was sent (MovedError is an AskError)."""
 
 
-def _fcall(command: _Command) -> tuple[Any, ...]:
-    keys = command.keys
-    return ("FCALL", command.function, len(keys), *keys, *command.args)
+_Given = tuple[Sequence[str], Sequence[ScriptArg]]
+
+
+def _given(job: _Given, keys: list[str], args: list[ScriptArg]) -> None:
+    """``Parts`` of a job given as its (keys, args)."""
+    keys += job[0]
+    args += job[1]
 
 
 def _not_found(reply: Any) -> bool:
@@ -457,7 +513,9 @@ def _not_found(reply: Any) -> bool:
     )
 
 
-def _resolve(future: Outcome, *, result: Any = None, error: BaseException | None = None) -> None:
+def _resolve(
+    future: asyncio.Future[Any], *, result: Any = None, error: BaseException | None = None
+) -> None:
     if future.done():
         return
     if error is not None:

@@ -251,3 +251,30 @@ async def test_a_batch_is_one_script_call_per_max_batch_jobs_in_one_round_trip(
     assert events[:6] == ["send"] * 3 + ["read"] * 3
     assert results == [r.id if n < 400 else None for n, r in enumerate(requests)]
     assert (await driver.counts())["pending"] == 400
+
+
+async def test_a_batch_makes_each_calls_arguments_after_the_call_before_is_sent(
+    harness: RedisHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redis runs a bulk enqueue's first call while the client makes the next one: a call's
+    # keys and arguments are made when it is sent, not all before the first is.
+    driver = harness.redis_driver()
+    events: list[str] = []
+    job_key = Keys.job
+
+    def naming(self: Keys, job_id: str) -> str:
+        events.append("job")
+        return job_key(self, job_id)
+
+    def counted(writer: Any, chunks: list[bytes]) -> None:
+        if any(b"FCALL" in chunk for chunk in chunks):
+            events.append("send")
+
+    on_writes(monkeypatch, counted)
+    monkeypatch.setattr(Keys, "job", naming)
+    requests = [new_request() for _ in range(2 * MAX_BATCH + 50)]
+    results = await driver.enqueue_many(requests)
+    assert results == [request.id for request in requests]
+    sends = [index for index, event in enumerate(events) if event == "send"]
+    assert len(sends) == 3
+    assert sends == [MAX_BATCH, 2 * MAX_BATCH + 1, 2 * MAX_BATCH + 50 + 2]
