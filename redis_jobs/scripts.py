@@ -229,7 +229,8 @@ class ScriptRunner:
         task (no task to start and wake it: the one-by-one case), so cancelling that caller
         may cut it short, as it would any redis-py call.
         """
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         pending = self._pending
         lead = not pending
         group = (name, tuple(shared[0]), tuple(shared[1]), durable)
@@ -239,16 +240,18 @@ class ScriptRunner:
         else:
             jobs.append(_Job(keys, args, future))
         if lead:
-            await self._lead(future)
+            await self._lead(future, _last_of_tick(loop))
         return await future
 
-    async def _lead(self, future: asyncio.Future[Any]) -> None:
-        """The first call of a tick: let the tick's other calls join, then send them all."""
-        try:
-            await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            self._flush()
-            raise
+    async def _lead(self, future: asyncio.Future[Any], last: bool) -> None:
+        """The first call of a tick: let the tick's other calls join (unless ``last``: none
+        can), then send them all."""
+        if not last:
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                self._flush()
+                raise
         pending = self._pending
         if len(pending) != 1:
             self._flush()
@@ -505,6 +508,16 @@ def _given(job: _Given, keys: list[str], args: list[ScriptArg]) -> None:
     """``Parts`` of a job given as its (keys, args)."""
     keys += job[0]
     args += job[1]
+
+
+def _last_of_tick(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether no callback is queued in ``loop`` (asyncio's ready queue, ``_ready``, empty):
+    then none runs before the running task's next step (I/O and timer callbacks of the next
+    pass are queued after it), so no call can join its call and the pass it would wait is
+    spent for nothing: measured (callgrind), ~20k of ~340k client instructions a one-by-one
+    enqueue. A loop without that attribute (uvloop) always waits the pass."""
+    ready = getattr(loop, "_ready", None)
+    return ready is not None and not ready
 
 
 def _not_found(reply: Any) -> bool:

@@ -278,3 +278,30 @@ async def test_a_batch_makes_each_calls_arguments_after_the_call_before_is_sent(
     sends = [index for index, event in enumerate(events) if event == "send"]
     assert len(sends) == 3
     assert sends == [MAX_BATCH, 2 * MAX_BATCH + 1, 2 * MAX_BATCH + 50 + 2]
+
+
+async def test_a_call_alone_in_its_tick_is_sent_without_waiting_a_loop_pass(
+    harness: RedisHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A call's lead waits one loop pass for the calls of its tick to join, unless nothing is
+    # queued to run before its next step (one by one): then none can, and it sends at once.
+    driver = harness.redis_driver()
+    await driver.enqueue(new_request())  # warm: the memory-policy check is started
+    policy = driver._policy_check
+    if policy is not None:
+        await policy
+    passes: list[float] = []
+    sleep = asyncio.sleep
+
+    async def counted(delay: float, *args: Any) -> Any:
+        passes.append(delay)
+        return await sleep(delay, *args)
+
+    monkeypatch.setattr(asyncio, "sleep", counted)
+    request = new_request()
+    assert await driver.enqueue(request) == request.id
+    assert passes == []
+    # Calls of one tick still join one call (see test_concurrent_enqueues_share_one_call).
+    results = await asyncio.gather(*(driver.enqueue(new_request()) for _ in range(3)))
+    assert None not in results
+    assert passes == [0]
