@@ -236,3 +236,46 @@ async def test_a_job_with_a_key_is_an_upsert_on_the_key(pg_harness: StoreHarness
     inserts = await _inserts_prepared(pg_harness, new_request(key="k"), new_request(key="k"))
     assert len(inserts) == 1
     assert "ON CONFLICT (key)" in inserts[0]
+
+
+async def test_a_new_connection_learns_the_array_codecs_as_it_opens(
+    pg_harness: StoreHarness,
+) -> None:
+    """asyncpg asks the server about ``integer[]`` and ``bigint[]`` (three round trips) the
+    first time a connection binds them: a batch enqueue binds both, and on a fresh pooled
+    connection it must not pay that in the middle of its statement."""
+    setup = pg_harness.store()  # its own engine: DDL makes SQLAlchemy drop asyncpg's type cache
+    await setup.create_schema()
+    await setup.close()
+    engine = create_engine(pg_harness.url, pool_size=1, max_overflow=0)
+    try:
+        store = pg_harness.store(engine=engine)
+        sent: list[str] = []
+        raw = await engine.raw_connection()
+        raw.driver_connection.add_query_logger(lambda record: sent.append(record.query))
+        raw.close()
+        await store.enqueue_many([new_request(), new_request(delay_ms=5_000)])
+        await store.close()
+        await asyncio.sleep(0)  # the query loggers are called soon after each statement
+        assert any(query.startswith("INSERT INTO") for query in sent), sent
+        assert not [query for query in sent if "typeinfo_tree" in query]
+    finally:
+        await engine.dispose()
+
+
+async def test_the_pool_hands_out_the_connection_given_back_last(
+    pg_harness: StoreHarness,
+) -> None:
+    """Last in, first out: the stores' statements stay on the few connections already
+    prepared for them instead of coming to each of the pool's in turn."""
+    engine = create_engine(pg_harness.url)
+    try:
+        first, second = await engine.raw_connection(), await engine.raw_connection()
+        last_given_back = second.driver_connection
+        first.close()
+        second.close()
+        again = await engine.raw_connection()
+        assert again.driver_connection is last_given_back
+        again.close()
+    finally:
+        await engine.dispose()
