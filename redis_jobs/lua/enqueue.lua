@@ -35,8 +35,10 @@ local now, now_text, prefix, completed, failed, cancelled, sp, types, cap, signa
 -- checked job named (a job naming others is checked again), then the write buckets (later_*)
 -- of that ready zset, of the type's pending state indexes and of that signal list, made by
 -- the first job of the type stored) and queues its writes (later_*), made at the end in one
--- command a key.
-local alone, known_types, checked_of
+-- command a key. A batch whose records none exist when it starts (unseen: one EXISTS of
+-- them all) reads no job's record, but that of a job naming a record an earlier job of the
+-- call named: only this call can have made it since (a stale holder it deletes existed).
+local alone, known_types, checked_of, unseen
 
 -- A job's KEYS and ARGV are read in place (k, a: the offsets of its first key and argument less
 -- one), and check hands apply its plan as return values: no table per job for either. For a
@@ -68,7 +70,12 @@ local function check(k, a)
     end
   end
   local stale = nil
-  local existing = check_type(record, 'hash') > 0 and load_job(record, EXISTING)
+  local existing = false
+  if unseen and not unseen[record] then
+    unseen[record] = true  -- a later job of the call naming it is checked in full
+  else
+    existing = check_type(record, 'hash') > 0 and load_job(record, EXISTING)
+  end
   if existing then
     if is_alive(existing, record, now) then
       if existing.type == job_type and existing.payload == ARGV[a + 3] then
@@ -187,9 +194,16 @@ cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local jobs = (#ARGV - 3) / 11
 alone = jobs == 1
 if alone then
-  known_types, checked_of = nil, nil
+  known_types, checked_of, unseen = nil, nil, nil
 else
-  known_types, checked_of = {}, {}
+  known_types, checked_of, unseen = {}, {}, {}
+  local records = {}
+  for job = 0, jobs - 1 do
+    records[job + 1] = KEYS[7 + job * 4]
+  end
+  if redis.call('EXISTS', unpack(records)) > 0 then
+    unseen = nil
+  end
 end
 
 local results = {}

@@ -9,11 +9,13 @@ and expects RedisScriptError with the snapshot unchanged.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import pytest
 from redis.asyncio import Redis
 
 from jobs.driver import JobRequest
+from jobs.errors import DriverError
 from jobs.testing import new_request
 from redis_jobs import RedisJobDriver, RedisScriptError
 
@@ -196,4 +198,25 @@ async def test_a_batch_refuses_the_jobs_of_a_type_whose_key_is_wrong_and_stores_
         assert (info is not None) == (request.type == "a")
     assert await admin.zcard(driver.keys.ready("a")) == 3
     assert await admin.hgetall(driver.keys.ready("b")) == {b"not": b"a zset"}
+    assert (await driver.counts())["pending"] == 3
+
+
+async def test_a_batch_naming_one_id_twice_stores_the_first_and_checks_the_second_against_it(
+    harness: RedisHarness,
+) -> None:
+    # A batch of new jobs reads no job's record (one EXISTS of them all), but one naming a
+    # record an earlier job of the same call stored: the retry of the same job is stored
+    # once, another job under its id is refused (-1), and neither overwrites the first.
+    driver = harness.redis_driver()
+    first = new_request(payload={"n": 1})
+    retry = replace(first)
+    between = new_request()
+    assert await driver.enqueue_many([first, between, retry]) == [first.id, between.id, first.id]
+    second = new_request(payload={"n": 1})
+    taken = replace(second, payload='{"n": 2}')
+    with pytest.raises(DriverError, match="already exists"):
+        await driver.enqueue_many([second, taken])
+    info = await driver.get_job(second.id)
+    assert info is not None
+    assert info.payload == {"n": 1}
     assert (await driver.counts())["pending"] == 3
