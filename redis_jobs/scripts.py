@@ -95,13 +95,13 @@ class _Command:
         if self.future is not None:
             _resolve(self.future, result=reply)
             return
-        if not isinstance(reply, list) or len(reply) != len(self.jobs):
-            self.fail(DriverError(f"a batch of {len(self.jobs)} jobs got the reply {reply!r}"))
+        results = _per_job(reply, len(self.jobs))
+        if isinstance(results, DriverError):
+            self.fail(results)
             return
-        for job, result in zip(self.jobs, reply, strict=True):
-            if isinstance(result, bytes | str):  # the refusal text of this job
-                text = result.decode(errors="replace") if isinstance(result, bytes) else result
-                _resolve(job.future, error=refusal(text))
+        for job, result in zip(self.jobs, results, strict=True):
+            if isinstance(result, BaseException):
+                _resolve(job.future, error=result)
             else:
                 _resolve(job.future, result=result)
 
@@ -153,15 +153,11 @@ class _Chunk(Generic[T]):
         return call
 
     def settle(self, reply: Any) -> None:
-        count = self._count
-        if not isinstance(reply, list) or len(reply) != count:
-            self.fail(DriverError(f"a batch of {count} jobs got the reply {reply!r}"))
+        results = _per_job(reply, self._count)
+        if isinstance(results, DriverError):
+            self.fail(results)
             return
-        for position, result in enumerate(reply):
-            if isinstance(result, bytes | str):  # the refusal text of this job
-                text = result.decode(errors="replace") if isinstance(result, bytes) else result
-                reply[position] = refusal(text)
-        self._results[self._first : self._first + count] = reply
+        self._results[self._first : self._first + self._count] = results
 
     def fail(self, error: BaseException) -> None:
         self._results[self._first : self._first + self._count] = [error] * self._count
@@ -499,6 +495,19 @@ class ScriptRunner:
 
 _REDIRECTS = (redis_errors.AskError, redis_errors.TryAgainError)
 """The replies of a Cluster call that ran nothing where it was sent (MovedError is an AskError)."""
+
+
+def _per_job(reply: Any, count: int) -> list[Any] | DriverError:
+    """A batch FCALL's reply as one result per job, in place: a refused job's refusal text
+    (what ``for_each_job`` returns for it) as its error (``refusal``); a DriverError when the
+    reply is not one result for each of the ``count`` jobs."""
+    if not isinstance(reply, list) or len(reply) != count:
+        return DriverError(f"a batch of {count} jobs got the reply {reply!r}")
+    for position, result in enumerate(reply):
+        if isinstance(result, bytes | str):
+            text = result.decode(errors="replace") if isinstance(result, bytes) else result
+            reply[position] = refusal(text)
+    return reply
 
 
 _Given = tuple[Sequence[str], Sequence[ScriptArg]]
