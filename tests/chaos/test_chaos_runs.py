@@ -44,7 +44,7 @@ async def test_killed_workers_lose_no_job_and_every_duplicate_is_explained(
         await store.drop()
     assert verdict.problems == []
     assert verdict.kills >= 1
-    assert (verdict.lost, verdict.unexpected) == (0, 0)
+    assert (verdict.lost, verdict.unexpected) == (0, 0), verdict.lost_jobs
     assert verdict.executions >= SHORT.jobs
 
 
@@ -87,5 +87,5 @@ async def test_every_committed_order_gets_one_job_while_relays_are_killed(
         await store.drop()
     assert verdict.problems == []
     assert verdict.kills >= 1
-    assert (verdict.lost, verdict.unexpected) == (0, 0)
+    assert (verdict.lost, verdict.unexpected) == (0, 0), verdict.lost_jobs
     assert verdict.jobs == SHORT.jobs - SHORT.jobs // SHORT.rollback_every

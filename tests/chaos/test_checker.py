@@ -32,6 +32,7 @@ def test_a_job_that_did_not_complete_is_lost() -> None:
     verdict = check_jobs(["a", "b", "c"], infos, [start("a", 1, 10)], killed=[])
     assert verdict.lost == 2
     assert not verdict.ok
+    assert verdict.lost_jobs == ["job b: pending after 1/25 attempts", "job c: not in the store"]
 
 
 def test_an_execution_of_a_job_nobody_enqueued_is_unexpected() -> None:
@@ -85,5 +86,6 @@ def test_orders_a_rolled_back_order_must_not_run_and_a_committed_one_must() -> N
     infos = {"j1": info("j1", 1), "j3": info("j3", 1)}
     verdict = check_orders([1, 2], [3], infos, events, killed=[])
     assert verdict.lost == 1  # order 2 never ran
+    assert verdict.lost_jobs == ["order 2: no job ran"]
     assert verdict.unexpected == 1  # order 3 rolled back, yet ran
     assert any("order 3 rolled back" in p for p in verdict.problems)

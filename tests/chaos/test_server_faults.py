@@ -24,7 +24,7 @@ async def test_redis_client_kill_pause_and_restart_lose_nothing_acknowledged(
 ) -> None:
     verdict = await redis_faults(PLAN, tmp_path)
     assert verdict.problems == []
-    assert (verdict.lost, verdict.unexpected) == (0, 0)
+    assert (verdict.lost, verdict.unexpected) == (0, 0), verdict.lost_jobs
     assert verdict.jobs >= PLAN.jobs // 2  # most enqueues were acknowledged
 
 
@@ -32,5 +32,5 @@ async def test_redis_client_kill_pause_and_restart_lose_nothing_acknowledged(
 async def test_postgres_terminate_and_restart_lose_nothing_acknowledged(tmp_path: Path) -> None:
     verdict = await postgres_faults(PLAN, tmp_path)
     assert verdict.problems == []
-    assert (verdict.lost, verdict.unexpected) == (0, 0)
+    assert (verdict.lost, verdict.unexpected) == (0, 0), verdict.lost_jobs
     assert verdict.jobs >= PLAN.jobs // 2

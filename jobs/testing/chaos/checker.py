@@ -30,6 +30,8 @@ class Verdict:
     duplicates: int = 0
     executions: int = 0
     problems: list[str] = field(default_factory=list)
+    lost_jobs: list[str] = field(default_factory=list)
+    """Each lost job (or order) and the state the store left it in, for the failure message."""
 
     @property
     def unexplained(self) -> int:
@@ -79,6 +81,7 @@ def check_jobs(
         info = infos.get(job_id)
         if info is None or info.state != "completed":
             verdict.lost += 1
+            verdict.lost_jobs.append(f"job {job_id}: {_left_in(info)}")
             continue
         _check_executions(job_id, info, starts.get(job_id, []), set(killed), verdict)
     return verdict
@@ -140,11 +143,20 @@ def check_orders(
         done = [job_id for job_id in job_ids if _completed(infos.get(job_id))]
         if not done:
             verdict.lost += 1
+            left = "; ".join(_left_in(infos.get(job_id)) for job_id in sorted(job_ids))
+            verdict.lost_jobs.append(f"order {order}: {left or 'no job ran'}")
             continue
         info = infos[done[0]]
         assert info is not None
         _check_executions(done[0], info, starts[done[0]], set(killed), verdict)
     return verdict
+
+
+def _left_in(info: JobInfo | None) -> str:
+    if info is None:
+        return "not in the store"
+    error = f", {info.last_error}" if info.last_error else ""
+    return f"{info.state} after {info.attempts}/{info.max_attempts} attempts{error}"
 
 
 def _completed(info: JobInfo | None) -> bool:
