@@ -207,7 +207,7 @@ def _sentinel_client(url: str) -> Redis:
         options["db"] = int(path[1])
     if parts.scheme == "rediss+sentinel":
         options["ssl"] = True
-    sentinel = Sentinel(sentinels, **options)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(sentinels, **options)
     client: Redis = sentinel.master_for(path[0])
     return client
 
