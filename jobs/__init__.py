@@ -46,6 +46,7 @@ from .outbox import JobOutboxPublisher, OutboxEntry, OutboxPublisher, OutboxStor
 from .outbox_relay import OutboxRelay
 from .payload import check_payload, encode_payload
 from .queue import JobQueue, NewJob
+from .redaction import redact_url
 from .retry import Backoff, exponential_backoff
 from .runner import JobRunner
 from .schedule import Schedule
@@ -110,6 +111,7 @@ __all__ = [
     "WorkerRegistration",
     "OperationsNotImplemented",
     "InProcessJobDriver",
+    "redact_url",
     "Clock",
     "ManualClock",
     "SystemClock",

@@ -71,6 +71,7 @@ from jobs.definitions import JobDefinition, resolve_job
 from jobs.errors import DriverError
 from jobs.outbox import OutboxEntry
 from jobs.payload import MAX_KEY_LENGTH, check_name, encode_payload
+from jobs.redaction import redact_url
 from jobs.telemetry import current_traceparent
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
@@ -166,7 +167,7 @@ class SQLAlchemyOutboxStore:
         dialect = self._engine.dialect
         self._postgres = dialect.name == "postgresql"
         self._sqlite = is_sqlite(self._engine)
-        url_text = self._engine.url.render_as_string(hide_password=True)
+        url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.fullname})"
         self._sql = load_statements(
             dialect.name, dialect.identifier_preparer.format_table(self._table), resource="outbox"

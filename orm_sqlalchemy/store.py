@@ -52,6 +52,7 @@ from jobs.driver import (
     JobStateCounts,
 )
 from jobs.errors import DriverError
+from jobs.redaction import redact_url
 from jobs.settings import Retention
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
@@ -115,7 +116,7 @@ class SQLAlchemyJobStore(SQLOperations):
         check_engine(self._engine)
         configure_sqlite(self._engine)
         self._postgres = dialect.name == "postgresql"
-        url_text = self._engine.url.render_as_string(hide_password=True)
+        url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
         quoted = dialect.identifier_preparer.format_table
         self._sql = load_statements(dialect.name, quoted(self._schema.jobs)) | load_statements(

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..driver import JOB_STATES
+from ..failures import describe_cause
 from .formatting import now_ms
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class Pages:
 
     async def failure(self, request: Request, exc: Exception) -> Response:
         """Anything else (the store is down, most often): a 503 page naming it, not a blank 500."""
-        detail = f"the job store failed this request: {type(exc).__name__}: {exc}"
+        detail = f"the job store failed this request: {describe_cause(exc)}"
         return await self.error(request, HTTPException(503, detail))
 
     async def error(self, request: Request, exc: Exception) -> Response:
