@@ -21,9 +21,10 @@ from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
-from .render import cell_text, console, json_option, one_line, print_json, table
+from .render import cell_text, console, json_option, literal, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
 from .target import Target, id_target_options, target_options, target_spec
+from .terminal import terminal_text
 
 STAT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
@@ -64,7 +65,7 @@ def _stats_renderable(view: dict[str, Any], store: str) -> Group:
         notes.append(f"due but no live worker handles: {', '.join(unserved)}")
     if not rows:
         notes.insert(0, "no jobs")
-    return Group(shown, Text("; ".join(notes)))
+    return Group(shown, literal("; ".join(notes)))
 
 
 @cli.command()
@@ -255,10 +256,10 @@ def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params:
         ]  # fmt: skip
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
-        out.print(Panel(Pretty(info.payload), title="payload", title_align="left"))
+        out.print(Panel(Pretty(info.payload), title=Text("payload"), title_align="left"))
         for failed in info.errors:
-            title = f"attempt {failed.attempt} failed at {cell_text(failed.at)}"
-            out.print(Panel(Text(failed.error), title=title, title_align="left"))
+            title = Text(f"attempt {failed.attempt} failed at {cell_text(failed.at).plain}")
+            out.print(Panel(literal(failed.error, multiline=True), title=title, title_align="left"))
 
     run_on_target(target_spec(params), work)
 
@@ -300,7 +301,7 @@ def healthcheck(as_json: bool, min_workers: int, timeout: float, **params: Any) 
             print_json(report)
         elif report["healthy"]:
             click.echo(
-                f"healthy: {report['store']} answered in {report['store_ms']} ms"
+                f"healthy: {terminal_text(report['store'])} answered in {report['store_ms']} ms"
                 + (f", {report['workers']} live worker(s)" if min_workers else "")
             )
         if not report["healthy"]:
