@@ -69,7 +69,11 @@ def redact_url(url: object) -> str:
         return f"<{type(url).__name__}>"
     scheme = _SCHEME.match(text)
     start = scheme.end() if scheme else 0
-    spans = sorted([*_userinfo_password(text, start), *_secret_values(text, start)])
+    # "scheme:/" or "scheme:" with one slash or none is mistyped: its colon may be the one
+    # between user and password (``redis:/pw@h``, the user left out), so it may start one.
+    mistyped = scheme is not None and not text.startswith("//", text.index(":") + 1)
+    loose = text.index(":") if mistyped else None
+    spans = sorted([*_userinfo_password(text, start, loose), *_secret_values(text, start)])
     merged: list[list[int]] = []  # the union of both readings' secrets is masked
     for begin, end in spans:
         if merged and begin <= merged[-1][1]:
@@ -93,13 +97,16 @@ def redact_text(text: str) -> str:
     return _URL_IN_TEXT.sub(lambda match: redact_url(match.group(0)), text)
 
 
-def _userinfo_password(text: str, start: int) -> list[tuple[int, int]]:
-    """Where the password of ``user:password@host`` is: from the first ``:`` to the last
-    ``@`` (unencoded ``/ @ : ?`` in it included)."""
+def _userinfo_password(text: str, start: int, loose: int | None) -> list[tuple[int, int]]:
+    """Where the password of ``user:password@host`` is: from the first ``:`` (after the
+    scheme's, or that one when ``loose``) to the last ``@`` (unencoded ``/ @ : ?`` in it
+    included)."""
     at = text.rfind("@", start)
     if at < 0:
         return []
     colon = text.find(":", start, at)
+    if colon < 0:
+        colon = -1 if loose is None else loose
     if colon < 0 or colon + 1 == at:
         return []
     return [(colon + 1, at)]

@@ -59,7 +59,7 @@ try:
 except ImportError:  # pragma: no cover - SQLAlchemy 2.0
     from sqlalchemy.util import await_only as _await
 
-from jobs.redaction import redact_url
+from jobs.spi.support import redact_url
 
 from ._process_lock import ProcessWriterLock, writer_lock_path
 

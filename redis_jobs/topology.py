@@ -30,7 +30,7 @@ from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisClusterException, RedisError
 
-from jobs.redaction import redact_url
+from jobs.spi.support import redact_url
 
 from .keys import Keys
 

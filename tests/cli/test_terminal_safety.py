@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from jobs import JobQueue, WorkerRegistration
+from jobs import JobQueue
 from jobs.cli import cli
 from jobs.cli.errors import CliUsageError, CommandFailed, StoreError
+from jobs.spi import WorkerRegistration
 from tests.cli.hostile_app import HOSTILE_SCHEDULED_TYPE
 from tests.stores import StoreTarget
 
