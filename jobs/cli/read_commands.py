@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +23,7 @@ from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
+from .redact import redact_keys_option
 from .render import cell_text, console, json_option, literal, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
 from .target import Target, id_target_options, target_options, target_spec
@@ -182,9 +185,10 @@ def jobs() -> None:
 @click.option("--type", "job_type", help="Only jobs of this type.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--cursor", help="Continue after a previous page (its next_cursor).")
+@redact_keys_option
 def list_jobs(
     as_json: bool, state: str | None, job_type: str | None, limit: int, cursor: str | None,
-    **params: Any,
+    redact: Callable[[Any], Any] | None, **params: Any,
 ) -> None:  # fmt: skip
     """Jobs newest first, a page at a time."""
 
@@ -196,7 +200,10 @@ def list_jobs(
         except ValueError as exc:
             raise CliUsageError(str(exc)) from None
         if as_json:
-            print_json({"jobs": page.jobs, "next_cursor": page.next_cursor})
+            jobs = page.jobs
+            if redact is not None:  # only --json shows payloads
+                jobs = [dataclasses.replace(job, payload=redact(job.payload)) for job in jobs]
+            print_json({"jobs": jobs, "next_cursor": page.next_cursor})
             return
         columns = ["id", "type", "state", "attempts", "run_at", "last_error"]
         rows = [
@@ -230,7 +237,14 @@ def list_jobs(
 @id_target_options
 @json_option
 @click.option("--key", help="Show the job holding this idempotency key instead of an ID.")
-def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params: Any) -> None:
+@redact_keys_option
+def show_job(
+    job_ids: tuple[str, ...],
+    as_json: bool,
+    key: str | None,
+    redact: Callable[[Any], Any] | None,
+    **params: Any,
+) -> None:
     """One job: payload, attempts, every error, timestamps, key."""
     if len(job_ids) + (key is not None) != 1:
         raise CliUsageError("give one job ID or --key")
@@ -244,6 +258,8 @@ def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params:
             info = await target.queue.get_job(job_id)
         if info is None:
             raise CommandFailed(f"no job {'with key ' + repr(key) if key else repr(job_id)}")
+        if redact is not None:
+            info = dataclasses.replace(info, payload=redact(info.payload))
         if as_json:
             print_json(info)
             return
