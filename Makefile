@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-all lint typecheck bench chaos clean
+.PHONY: install run test test-all lint typecheck bench chaos docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,5 +36,9 @@ bench: install
 chaos: install
 	$(BIN)/python -m jobs.testing.chaos
 
+# The documentation site (MkDocs + Material) into site/; strict: a broken link or reference fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache site
