@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jobs.driver import ClaimedJob, JobDriver
 from jobs.handlers import JobHandlerRegistry
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
+from jobs.spi import ClaimedJob, JobDriver
 
 from .helpers import ALL, LEASE_MS, enqueue, wait_until
 
