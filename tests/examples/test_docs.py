@@ -76,9 +76,9 @@ SHELL_OUTPUT = {
 SAME_TRACE = {"tracing-bean"}
 """Shell blocks whose spans must all share one trace id (across the processes they start)."""
 
-OWN_PROCESS = {"observability", "readme-quickstart"}
-"""Blocks run in a process of their own: a global OpenTelemetry provider is taken once a
-process, and a block that starts a worker process needs a directory of its own."""
+OWN_PROCESS = {"observability"}
+"""Blocks that install a global OpenTelemetry provider, which a process takes only once; every
+block runs in a fresh directory of its own (the files it writes stay there)."""
 
 
 @dataclasses.dataclass(frozen=True)
