@@ -83,8 +83,8 @@ class SQLAlchemyJobStore(SQLOperations):
     (for schemas under migrations). ``pool_size`` caps how many of the engine's pooled
     PostgreSQL connections the store uses at once (it holds one more, to LISTEN).
     ``listen_url`` gives LISTEN a direct connection when ``url``/``engine`` go through a
-    pooler in transaction mode (PgBouncer), where LISTEN cannot work (see the README,
-    "Behind PgBouncer"); without it the store finds that out, says so once and polls.
+    pooler in transaction mode (PgBouncer), where LISTEN cannot work (see the docs,
+    "Run behind PgBouncer"); without it the store finds that out, says so once and polls.
     ``prune_interval_ms`` spaces the in-passing deletion of expired rows (None: only
     ``prune()``).
     """
