@@ -42,6 +42,7 @@ EXPECTED_OUTPUT = {
     "shutdown": "",
     "schedules": "'pending': 1, 'active': 0",
     "dashboard": "200 True",
+    "dashboard-redact": "False True",
     "observability": 'jobs_executions_total{job_outcome="completed",job_type="email.send"',
     "batches": "[True, True, True, False]\npayload[\"at\"]: set is not JSON (use a list)\n"
     "True ['claim', 'heartbeat', 'presence'] 0\n",
