@@ -249,3 +249,12 @@ def test_the_metrics_page_names_every_instrument() -> None:
     page = (ROOT / "docs/reference/metrics.md").read_text()
     missing = [name for name in instruments if f"`{name}`" not in page]
     assert not missing, f"docs/reference/metrics.md does not name {missing}"
+
+
+def test_the_readme_links_into_the_docs_resolve() -> None:
+    """mkdocs checks the site's links; the README (read on the repository's page) is not in it."""
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(((?:docs|examples)/[^)#]+)", readme)
+    assert targets
+    missing = [target for target in targets if not (ROOT / target).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
