@@ -59,6 +59,8 @@ try:
 except ImportError:  # pragma: no cover - SQLAlchemy 2.0
     from sqlalchemy.util import await_only as _await
 
+from jobs.errors import require_extra
+
 from ._process_lock import ProcessWriterLock, writer_lock_path
 
 __all__ = [
@@ -136,6 +138,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     reset_open_only = False
     postgres = parsed.get_backend_name() == "postgresql"
     if postgres:
+        require_extra("PostgreSQL", "postgres", "asyncpg")
         if "poolclass" not in kwargs:
             kwargs.setdefault("pool_size", POSTGRES_POOL_SIZE)
             kwargs.setdefault("pool_use_lifo", True)

@@ -17,6 +17,7 @@ import click
 
 from framework import ApplicationContext, FrameworkError, start_lifecycles
 
+from ..errors import MissingExtraError
 from ..health import store_name
 from ..queue import JobQueue
 from ..spi import JobDriver
@@ -182,6 +183,8 @@ def _sql_store(url: str, namespace: str | None, table_prefix: str | None) -> Job
         if table_prefix is None:
             return SQLAlchemyJobStore(url)
         return SQLAlchemyJobStore(url, table_prefix=table_prefix)
+    except MissingExtraError:
+        raise  # its own one line (exit 1): the URL is fine, the install is not
     except (ValueError, ImportError) as exc:
         raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
 
