@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from jobs import JobDriver, JobRequest
+from jobs import JobDriver
+from jobs.spi import JobRequest
 
 PAGE = 50
 BATCH = 1_000

@@ -1,20 +1,13 @@
-"""Background jobs: at-least-once delivery with leases, on any driver that passes the suite."""
+"""Background jobs: at-least-once delivery with leases, on any driver that passes the suite.
+
+This is the user API. Driver and outbox-store authors import ``jobs.spi`` (records, protocols)
+and ``jobs.spi.support``; the suite a driver passes is ``jobs.testing``.
+"""
 
 from .autoconfig import JobsAutoConfiguration
 from .clock import Clock, ManualClock, SystemClock
 from .context import AbortSignal, JobContext
 from .definitions import JobDefinition, define_job
-from .driver import (
-    JOB_STATES,
-    LEASE_EXPIRED_ERROR,
-    MAX_ERRORS_KEPT,
-    ClaimedJob,
-    FailedAttempt,
-    JobDriver,
-    JobInfo,
-    JobRequest,
-    JobState,
-)
 from .errors import (
     DriverError,
     DuplicateHandlerError,
@@ -31,26 +24,17 @@ from .errors import (
     StoreSchemaError,
     StoreUnavailableError,
 )
-from .failures import FailureStreak
-from .handlers import JobHandlerRegistry, RegisteredHandler, job_handler
+from .handlers import JobHandlerRegistry, job_handler
 from .health import Health, LoopHealth
 from .inprocess import InProcessJobDriver
-from .operations import (
-    JobPage,
-    JobTypeStats,
-    OperationsNotImplemented,
-    WorkerInfo,
-    WorkerRegistration,
-)
-from .outbox import JobOutboxPublisher, OutboxEntry, OutboxPublisher, OutboxStore
-from .outbox_relay import OutboxRelay
-from .payload import check_payload, encode_payload
+from .outbox_relay import JobOutboxPublisher, OutboxRelay
 from .queue import JobQueue, NewJob
 from .retry import Backoff, exponential_backoff
 from .runner import JobRunner
 from .schedule import Schedule
-from .scheduler import JobScheduler, PassReport
+from .scheduler import JobScheduler
 from .settings import JobsSettings
+from .spi import JobDriver, JobInfo, JobPage, JobState, JobTypeStats, OutboxStore, WorkerInfo
 from .tokens import (
     JOB_DRIVER,
     JOB_HANDLER_REGISTRY,
@@ -74,54 +58,39 @@ __all__ = [
     "OUTBOX_STORE",
     "JobsAutoConfiguration",
     "JobsSettings",
-    # producing and handling
+    # producing
     "JobQueue",
     "NewJob",
     "JobDefinition",
     "define_job",
+    # handling and running
     "job_handler",
     "JobHandlerRegistry",
-    "RegisteredHandler",
     "JobContext",
     "AbortSignal",
     "JobRunner",
+    "Backoff",
+    "exponential_backoff",
     "Health",
     "LoopHealth",
     "Schedule",
     "JobScheduler",
-    "PassReport",
-    "Backoff",
-    "exponential_backoff",
-    # the driver SPI
-    "JobDriver",
-    "JobRequest",
-    "ClaimedJob",
+    # what the queue reports
     "JobInfo",
-    "FailedAttempt",
-    "FailureStreak",
     "JobState",
-    "JOB_STATES",
-    "LEASE_EXPIRED_ERROR",
-    "MAX_ERRORS_KEPT",
-    # operating it
     "JobPage",
     "JobTypeStats",
     "WorkerInfo",
-    "WorkerRegistration",
-    "OperationsNotImplemented",
+    # drivers and clocks
+    "JobDriver",
     "InProcessJobDriver",
     "Clock",
     "ManualClock",
     "SystemClock",
     # the outbox
     "OutboxStore",
-    "OutboxEntry",
-    "OutboxPublisher",
     "OutboxRelay",
     "JobOutboxPublisher",
-    # payloads
-    "check_payload",
-    "encode_payload",
     # errors
     "JobsError",
     "DriverError",

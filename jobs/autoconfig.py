@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from framework import ApplicationContext, auto_configuration, entry
 
-from .driver import JobDriver
 from .handlers import JobHandlerRegistry
 from .inprocess import InProcessJobDriver
-from .outbox import JobOutboxPublisher, OutboxStore
-from .outbox_relay import OutboxRelay
+from .outbox_relay import JobOutboxPublisher, OutboxRelay
 from .queue import JobQueue
 from .runner import JobRunner
 from .scheduler import JobScheduler
 from .settings import JobsSettings
+from .spi.driver import JobDriver
+from .spi.outbox import OutboxStore
 from .tokens import (
     JOB_DRIVER,
     JOB_HANDLER_REGISTRY,

@@ -31,7 +31,6 @@ from loguru import logger
 
 from .clock import to_datetime
 from .context import AbortSignal, JobContext
-from .driver import LEASE_EXPIRED_ERROR, ClaimedJob
 from .errors import (
     HandlerExitError,
     JobTimeoutError,
@@ -45,6 +44,7 @@ from .metrics import metering, record_execution
 from .payload import decode_payload
 from .retry import Backoff
 from .settling import Settler
+from .spi.records import LEASE_EXPIRED_ERROR, ClaimedJob
 from .telemetry import (
     activate,
     bind_job_logs,

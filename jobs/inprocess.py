@@ -15,26 +15,23 @@ import itertools
 from collections.abc import Collection, Sequence
 
 from .clock import Clock, ManualClock, SystemClock
-from .driver import (
-    LEASE_EXPIRED_ERROR,
-    ClaimedJob,
-    JobInfo,
-    JobRequest,
-    JobState,
-    JobStateCounts,
-)
 from .errors import DriverError
 from .inprocess_index import JobIndex
 from .inprocess_record import JobRecord, job_info
-from .operations import (
+from .operations import decode_cursor, encode_cursor
+from .settings import Retention
+from .spi.records import (
+    LEASE_EXPIRED_ERROR,
+    ClaimedJob,
+    JobInfo,
     JobPage,
+    JobRequest,
+    JobState,
+    JobStateCounts,
     JobTypeStats,
     WorkerInfo,
     WorkerRegistration,
-    decode_cursor,
-    encode_cursor,
 )
-from .settings import Retention
 from .worker_table import WorkerTable
 
 _Entry = tuple[int, int, str]  # (time ms, sequence, job id)

@@ -25,8 +25,7 @@ from typing import Protocol, TypeVar
 
 from sortedcontainers import SortedList
 
-from .driver import JOB_STATES, JobState, JobStateCounts
-from .operations import JobTypeStats
+from .spi.records import JOB_STATES, JobState, JobStateCounts, JobTypeStats
 
 _Entry = tuple[int, str]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .clock import to_datetime
-from .driver import MAX_ERRORS_KEPT, FailedAttempt, JobInfo, JobState
 from .payload import decode_payload
+from .spi.records import MAX_ERRORS_KEPT, FailedAttempt, JobInfo, JobState
 
 
 @dataclass(slots=True)

@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable
 
 from loguru import logger
 
-from .driver import ClaimedJob, JobDriver
 from .failures import FailureStreak
 from .health import StoreContact
+from .spi.driver import JobDriver
+from .spi.records import ClaimedJob
 
 
 def _ignore(reason: str) -> None:

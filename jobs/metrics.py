@@ -40,11 +40,11 @@ from opentelemetry.environment_variables import OTEL_PYTHON_METER_PROVIDER
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.metrics import _internal as _metrics_api
 
-from .driver import JOB_STATES, JobDriver, JobRequest
-from .operations import JobTypeStats
+from .spi.driver import JobDriver
+from .spi.records import JOB_STATES, JobRequest, JobTypeStats
 
 if TYPE_CHECKING:
-    from .outbox import OutboxEntry
+    from .spi.records import OutboxEntry
 
 __all__ = [
     "SAMPLE_INTERVAL_S",

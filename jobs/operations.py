@@ -1,4 +1,4 @@
-"""Operating a queue: the records the operations SPI returns, its cursors and its argument checks.
+"""Operating a queue: the argument checks of the operations and their list cursors.
 
 ``JobQueue`` validates every argument here before it reaches a driver, so a bad state, type,
 limit or cursor fails with a ValueError naming it, on every driver alike, with nothing written.
@@ -8,66 +8,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable
 
-from .driver import JOB_STATES, JobInfo, JobState
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name
+from .spi.records import JOB_STATES, JobState
 
 MAX_PAGE_LIMIT = 1_000
 PURGEABLE_STATES: tuple[JobState, ...] = ("pending", "completed", "failed", "cancelled")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobPage:
-    """One page of ``list_jobs``: pass ``next_cursor`` as ``cursor`` for the next (None: last)."""
-
-    jobs: list[JobInfo]
-    next_cursor: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobTypeStats:
-    """One job type's numbers: due (pending, run_at reached), scheduled (pending, run_at ahead).
-
-    ``oldest_due_age_ms`` is how long the longest-waiting due job has been due (None: none due).
-    """
-
-    type: str
-    due: int = 0
-    scheduled: int = 0
-    active: int = 0
-    completed: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    oldest_due_age_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerRegistration:
-    """What a runner says about itself each heartbeat sweep."""
-
-    id: str
-    host: str
-    pid: int
-    types: tuple[str, ...]
-    concurrency: int
-    in_flight: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerInfo:
-    """A live worker as ``workers()`` reports it; times by the store's clock."""
-
-    id: str
-    host: str
-    pid: int
-    types: tuple[str, ...]
-    concurrency: int
-    in_flight: int
-    started_at: datetime
-    last_seen: datetime
 
 
 # -- cursors -------------------------------------------------------------------------------------
@@ -148,61 +95,3 @@ def check_job_id(job_id: object) -> str:
     if not isinstance(job_id, str):
         raise ValueError(f"job id must be a str, got {type(job_id).__name__}")
     return job_id
-
-
-class OperationsNotImplemented:
-    """A stand-in for the operations SPI on a driver that does not implement it yet (issue 10).
-
-    A driver class inherits it until it defines the methods itself; each raises
-    NotImplementedError naming the driver.
-    """
-
-    def _unsupported(self, name: str) -> NotImplementedError:
-        return NotImplementedError(
-            f"{type(self).__name__} does not implement {name}() yet (operations SPI, issue 10)"
-        )
-
-    async def list_jobs(
-        self,
-        *,
-        state: JobState | None = None,
-        job_type: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> JobPage:
-        raise self._unsupported("list_jobs")
-
-    async def find_job(self, key: str) -> JobInfo | None:
-        raise self._unsupported("find_job")
-
-    async def requeue(self, job_id: str) -> bool:
-        raise self._unsupported("requeue")
-
-    async def requeue_failed(self, job_type: str | None = None) -> int:
-        raise self._unsupported("requeue_failed")
-
-    async def cancel(self, job_id: str) -> bool:
-        raise self._unsupported("cancel")
-
-    async def purge(
-        self,
-        states: Collection[JobState],
-        job_type: str | None = None,
-        older_than_ms: int | None = None,
-    ) -> int:
-        raise self._unsupported("purge")
-
-    async def delete(self, job_id: str) -> bool:
-        raise self._unsupported("delete")
-
-    async def stats(self) -> dict[str, JobTypeStats]:
-        raise self._unsupported("stats")
-
-    async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
-        raise self._unsupported("register_worker")
-
-    async def deregister_worker(self, worker_id: str) -> None:
-        raise self._unsupported("deregister_worker")
-
-    async def list_workers(self) -> list[WorkerInfo]:
-        raise self._unsupported("list_workers")

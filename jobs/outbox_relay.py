@@ -1,4 +1,5 @@
-"""OutboxRelay: hands committed outbox entries to a publisher, at least once.
+"""OutboxRelay: hands committed outbox entries to a publisher, at least once; and
+``JobOutboxPublisher``, the publisher that turns an entry into a job.
 
 Claims a batch of unpublished entries with a lease, publishes it, marks it published. With a
 publisher that has ``publish_many`` (``JobOutboxPublisher``: one ``enqueue_many``), a batch is
@@ -31,8 +32,10 @@ from loguru import logger
 from .failures import FailureStreak, describe_cause
 from .health import Health, StoreContact, build_health, store_name
 from .metrics import record_published, record_published_batch, watch_outbox
-from .outbox import OutboxEntry, OutboxPublisher, OutboxStore
+from .queue import JobQueue, NewJob
 from .retry import Backoff, exponential_backoff
+from .spi.outbox import OutboxPublisher, OutboxStore
+from .spi.records import OutboxEntry
 from .supervision import Supervisor
 from .telemetry import (
     current,
@@ -311,3 +314,41 @@ class OutboxRelay:
         pruned = await self.store.prune(self.retain_published_ms)
         if pruned:
             logger.debug("pruned {} published outbox entries", pruned)
+
+
+class JobOutboxPublisher:
+    """Publishes an entry as a job, keyed ``outbox:<entry id>`` (or the entry's own key).
+
+    A relay that crashed after publishing and before marking hands the entry over again; the
+    key makes the queue drop the repeat, so the job runs once.
+    """
+
+    def __init__(self, queue: JobQueue) -> None:
+        self._queue = queue
+
+    async def publish(self, entry: OutboxEntry) -> None:
+        await self._queue.enqueue(
+            entry.type,
+            entry.payload,
+            key=_job_key(entry),
+            delay_ms=entry.delay_ms,
+        )
+
+    async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
+        """Enqueue the batch in one driver call (``JobQueue.enqueue_many``), each entry keyed."""
+        await self._queue.enqueue_many(
+            [
+                NewJob(
+                    type=entry.type,
+                    payload=entry.payload,
+                    key=_job_key(entry),
+                    delay_ms=entry.delay_ms,
+                    trace_context=entry.trace_context,
+                )
+                for entry in entries
+            ]
+        )
+
+
+def _job_key(entry: OutboxEntry) -> str:
+    return entry.key if entry.key is not None else f"outbox:{entry.id}"

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from loguru import logger
 
-from .driver import JobDriver
-from .operations import WorkerRegistration
+from .spi.driver import JobDriver
+from .spi.records import WorkerRegistration
 from .supervision import Supervisor
 
 LIVE_INTERVALS = 3

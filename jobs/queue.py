@@ -14,11 +14,11 @@ from pydantic import BaseModel
 from . import operations as check
 from .clock import to_epoch_ms
 from .definitions import JobDefinition
-from .driver import JobDriver, JobInfo, JobRequest
 from .metrics import record_enqueued, record_enqueued_batch
-from .operations import JobPage, JobTypeStats, WorkerInfo
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
+from .spi.driver import JobDriver
+from .spi.records import JobInfo, JobPage, JobRequest, JobTypeStats, WorkerInfo
 from .telemetry import (
     current_traceparent,
     enqueue_many_span,

@@ -33,7 +33,6 @@ from typing import Any
 
 from loguru import logger
 
-from .driver import JobDriver
 from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
@@ -41,11 +40,12 @@ from .handlers import JobHandlerRegistry
 from .health import Health, StoreContact, build_health, store_name
 from .leases import Lease, LeaseKeeper
 from .metrics import watch_queue
-from .operations import WorkerRegistration
 from .presence import WorkerPresence, new_worker_id
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
+from .spi.driver import JobDriver
+from .spi.records import WorkerRegistration
 from .supervision import Supervisor
 
 CLAIM_LOOP = "claim"

@@ -80,8 +80,8 @@ from .telemetry import enqueue_span, enqueued
 if TYPE_CHECKING:
     from framework import ApplicationContext
 
-    from .driver import JobRequest
     from .handlers import JobHandlerRegistry
+    from .spi.records import JobRequest
 
 DEFAULT_CATCH_UP_MS = 60_000
 DEFAULT_ENQUEUE_TIMEOUT_MS = 30_000

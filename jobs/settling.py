@@ -19,10 +19,11 @@ from operator import itemgetter
 from loguru import logger
 
 from .coalescing import Coalescer
-from .driver import ClaimedJob, JobDriver
 from .failures import FailureStreak, describe_cause
 from .health import StoreContact
 from .retry import exponential_backoff
+from .spi.driver import JobDriver
+from .spi.records import ClaimedJob
 
 STORE_BACKOFF = exponential_backoff(100, 30_000)
 

@@ -36,10 +36,10 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from .driver import ClaimedJob, JobRequest
+from .spi.records import ClaimedJob, JobRequest
 
 if TYPE_CHECKING:
-    from .outbox import OutboxEntry
+    from .spi.records import OutboxEntry
 
 _tracer = trace.get_tracer("neverlost")
 _propagator = TraceContextTextMapPropagator()

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 from framework import Token
 
 if TYPE_CHECKING:
-    from .driver import JobDriver
     from .handlers import JobHandlerRegistry
-    from .outbox import OutboxStore
     from .outbox_relay import OutboxRelay
     from .queue import JobQueue
     from .runner import JobRunner
     from .scheduler import JobScheduler
     from .settings import JobsSettings
+    from .spi.driver import JobDriver
+    from .spi.outbox import OutboxStore
 
 JOB_DRIVER: Token[JobDriver] = Token("job_driver")
 JOB_QUEUE: Token[JobQueue] = Token("job_queue")

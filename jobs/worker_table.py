@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .clock import Clock, to_datetime
-from .operations import WorkerInfo, WorkerRegistration
+from .spi.records import WorkerInfo, WorkerRegistration
 
 
 @dataclass(slots=True)

@@ -66,12 +66,17 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session
 
-from jobs.clock import Clock
-from jobs.definitions import JobDefinition, resolve_job
 from jobs.errors import DriverError
-from jobs.outbox import OutboxEntry
-from jobs.payload import MAX_KEY_LENGTH, check_name, encode_payload
-from jobs.telemetry import current_traceparent
+from jobs.spi import OutboxEntry
+from jobs.spi.support import (
+    MAX_KEY_LENGTH,
+    Clock,
+    JobDefinition,
+    check_name,
+    current_traceparent,
+    encode_payload,
+    resolve_job,
+)
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error

@@ -8,8 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from jobs.clock import to_datetime
-from jobs.driver import (
+from jobs.spi import (
     JOB_STATES,
     ClaimedJob,
     FailedAttempt,
@@ -17,10 +16,10 @@ from jobs.driver import (
     JobRequest,
     JobState,
     JobStateCounts,
+    OutboxEntry,
+    WorkerInfo,
 )
-from jobs.operations import WorkerInfo
-from jobs.outbox import OutboxEntry
-from jobs.payload import decode_payload
+from jobs.spi.support import decode_payload, to_datetime
 
 __all__ = [
     "batch_params",

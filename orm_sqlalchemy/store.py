@@ -42,8 +42,8 @@ from loguru import logger
 from sqlalchemy import MetaData, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from jobs.clock import Clock, ManualClock
-from jobs.driver import (
+from jobs.errors import DriverError
+from jobs.spi import (
     LEASE_EXPIRED_ERROR,
     MAX_ERRORS_KEPT,
     ClaimedJob,
@@ -51,8 +51,7 @@ from jobs.driver import (
     JobRequest,
     JobStateCounts,
 )
-from jobs.errors import DriverError
-from jobs.settings import Retention
+from jobs.spi.support import Clock, ManualClock, Retention
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error

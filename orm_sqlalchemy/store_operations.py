@@ -12,12 +12,9 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from jobs.driver import JobInfo, JobState
-from jobs.operations import (
-    JobPage,
-    JobTypeStats,
-    WorkerInfo,
-    WorkerRegistration,
+from jobs.spi import JobInfo, JobPage, JobState, JobTypeStats, WorkerInfo, WorkerRegistration
+from jobs.spi.support import (
+    Retention,
     check_age,
     check_cursor,
     check_job_id,
@@ -29,7 +26,6 @@ from jobs.operations import (
     decode_cursor,
     encode_cursor,
 )
-from jobs.settings import Retention
 
 from ._database.connections import Row
 from .rows import job_info, worker_info

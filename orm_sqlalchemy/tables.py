@@ -45,7 +45,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql.expression import Grouping
 
 from jobs.errors import StoreSchemaError
-from jobs.payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
+from jobs.spi.support import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
 
 __all__ = [
     "DEFAULT_TABLE_PREFIX",

@@ -62,8 +62,8 @@ import os
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from jobs.clock import Clock
-from jobs.driver import (
+from jobs.errors import DriverError
+from jobs.spi import (
     JOB_STATES,
     LEASE_EXPIRED_ERROR,
     ClaimedJob,
@@ -72,8 +72,7 @@ from jobs.driver import (
     JobState,
     JobStateCounts,
 )
-from jobs.errors import DriverError
-from jobs.settings import Retention
+from jobs.spi.support import Clock, Retention
 
 from .keys import Keys
 from .memory_policy import check_memory_policy

@@ -16,17 +16,8 @@ import json
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from jobs.clock import to_datetime
-from jobs.driver import JobInfo, JobState
-from jobs.operations import (
-    JobPage,
-    JobTypeStats,
-    WorkerInfo,
-    WorkerRegistration,
-    decode_cursor,
-    encode_cursor,
-)
-from jobs.settings import Retention
+from jobs.spi import JobInfo, JobPage, JobState, JobTypeStats, WorkerInfo, WorkerRegistration
+from jobs.spi.support import Retention, decode_cursor, encode_cursor, to_datetime
 
 from .keys import Keys
 from .records import fields_of, job_info

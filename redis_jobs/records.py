@@ -6,9 +6,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jobs.clock import to_datetime
-from jobs.driver import JOB_STATES, FailedAttempt, JobInfo, JobState
-from jobs.payload import decode_payload
+from jobs.spi import JOB_STATES, FailedAttempt, JobInfo, JobState
+from jobs.spi.support import decode_payload, to_datetime
 
 from .errors import RedisScriptError
 

@@ -16,7 +16,7 @@ from rich.pretty import Pretty
 from rich.text import Text
 
 from ..clock import to_datetime
-from ..driver import JOB_STATES
+from ..spi import JOB_STATES
 from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
 from .errors import CliUsageError, CommandFailed

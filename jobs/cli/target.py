@@ -17,9 +17,9 @@ import click
 
 from framework import ApplicationContext, FrameworkError, start_lifecycles
 
-from ..driver import JobDriver
 from ..health import store_name
 from ..queue import JobQueue
+from ..spi import JobDriver
 from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_QUEUE
 from .errors import CliUsageError
 from .loading import load_builder

@@ -23,9 +23,9 @@ from loguru import logger
 
 from framework import ApplicationContext, FrameworkError, LifecycleError, start_lifecycles
 
-from ..driver import JobDriver
 from ..errors import JobTypeError
 from ..runner import JobRunner
+from ..spi import JobDriver
 from ..tokens import JOB_DRIVER, JOB_QUEUE, JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY
 from .burst import nothing_due
 from .errors import CliUsageError, StoreError

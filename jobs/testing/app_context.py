@@ -22,15 +22,14 @@ from framework import ApplicationBuilder, ApplicationContext, Token, configurati
 
 from ..autoconfig import JobsAutoConfiguration
 from ..clock import ManualClock
-from ..driver import JobDriver
 from ..handlers import JobHandlerRegistry
 from ..inprocess import InProcessJobDriver
-from ..outbox import JobOutboxPublisher, OutboxStore
-from ..outbox_relay import OutboxRelay
+from ..outbox_relay import JobOutboxPublisher, OutboxRelay
 from ..queue import JobQueue
 from ..runner import JobRunner
 from ..scheduler import JobScheduler, PassReport
 from ..settings import JobsSettings
+from ..spi import JobDriver, OutboxStore
 from ..tokens import (
     JOB_DRIVER,
     JOB_RUNNER,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from jobs.driver import JOB_STATES, LEASE_EXPIRED_ERROR, JobDriver
 from jobs.queue import JobQueue
 from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
+from jobs.spi import JOB_STATES, LEASE_EXPIRED_ERROR, JobDriver
 
 from .conformance_batches import BatchConformance
 from .conformance_runner import RunnerConformance

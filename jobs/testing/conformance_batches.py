@@ -12,15 +12,11 @@ import pytest
 from jobs.errors import PayloadError
 from jobs.queue import JobQueue, NewJob
 
-from .helpers import ALL, claim_one, enqueue, info_of
+from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, info_of
 from .requests import new_request
 
 if TYPE_CHECKING:
-    from jobs.driver import JobDriver
-
-    from .conformance import DriverHarness  # the suite's module imports this one
-
-LEASE_MS = 30_000
+    from jobs.spi import JobDriver
 
 
 class _RecordingDriver:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from jobs.driver import ClaimedJob, JobDriver
 from jobs.handlers import JobHandlerRegistry
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
+from jobs.spi import ClaimedJob, JobDriver
 
 from .handler_shapes import SHAPES, Ran
 from .helpers import ALL, LEASE_MS, enqueue, wait_until

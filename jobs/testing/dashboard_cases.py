@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from jobs.driver import JOB_STATES
+from jobs.spi import JOB_STATES
 
 from .helpers import LEASE_MS, DriverHarness, claim_one, enqueue
 from .requests import new_request

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol
 
 from jobs.clock import ManualClock
-from jobs.driver import ClaimedJob, JobDriver, JobInfo
+from jobs.spi import ClaimedJob, JobDriver, JobInfo
 
 from .requests import new_request
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jobs.driver import JOB_STATES, LEASE_EXPIRED_ERROR, ClaimedJob, JobState
+from jobs.spi import JOB_STATES, LEASE_EXPIRED_ERROR, ClaimedJob, JobState
 
 
 @dataclass(slots=True)

@@ -13,13 +13,7 @@ from typing import ClassVar
 import pytest
 
 from jobs.clock import to_datetime
-from jobs.driver import (
-    JOB_STATES,
-    LEASE_EXPIRED_ERROR,
-    MAX_ERRORS_KEPT,
-    JobState,
-)
-from jobs.operations import WorkerRegistration
+from jobs.spi import JOB_STATES, LEASE_EXPIRED_ERROR, MAX_ERRORS_KEPT, JobState, WorkerRegistration
 
 from .dashboard_cases import DASHBOARD_CASES
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, failed_job, info_of, ms

@@ -6,7 +6,7 @@ import json
 import uuid
 from typing import Any
 
-from jobs.driver import JobRequest
+from jobs.spi import JobRequest
 
 
 def new_request(

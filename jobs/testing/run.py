@@ -20,12 +20,12 @@ from typing import Any, cast
 from framework import ApplicationContext
 
 from ..clock import ManualClock, to_epoch_ms
-from ..driver import ClaimedJob, FailedAttempt, JobDriver, JobState
 from ..handlers import JobHandlerRegistry
 from ..outbox_relay import OutboxRelay
 from ..queue import JobQueue
 from ..runner import JobRunner
 from ..settings import JobsSettings
+from ..spi import ClaimedJob, FailedAttempt, JobDriver, JobState
 from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_RUNNER, JOBS_SETTINGS, OUTBOX_RELAY
 from .app_context import TEST_CLOCK
 from .waiting import pending_jobs

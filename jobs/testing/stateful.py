@@ -30,7 +30,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jobs.driver import JobDriver
+from jobs.spi import JobDriver
 
 from .helpers import DriverHarness
 from .model import SpiModel

@@ -14,9 +14,9 @@ from typing import Any
 from framework import ApplicationContext
 
 from ..definitions import JobDefinition
-from ..driver import JobDriver, JobInfo
 from ..handlers import JobHandlerRegistry
 from ..queue import JobQueue
+from ..spi import JobDriver, JobInfo
 from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY
 
 _PAGE = 500

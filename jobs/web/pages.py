@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..driver import JOB_STATES
+from ..spi import JOB_STATES
 from .formatting import now_ms
 
 if TYPE_CHECKING:

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 from framework import ApplicationContext
 
-from ..driver import JobInfo
-from ..operations import JobTypeStats, WorkerInfo
 from ..queue import JobQueue
 from ..schedule import Schedule
 from ..scheduler import JobScheduler
+from ..spi import JobInfo, JobTypeStats, WorkerInfo
 from ..tokens import JOB_QUEUE, JOB_SCHEDULER
 from .throughput import Throughput, count_throughput
 

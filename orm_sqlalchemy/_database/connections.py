@@ -42,8 +42,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
-from jobs.coalescing import Coalescer
 from jobs.errors import DriverError, StoreUnavailableError
+from jobs.spi.support import Coalescer
 
 from ..engine import WriterTurns, writer_gate
 from .errors import store_error

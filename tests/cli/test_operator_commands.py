@@ -23,8 +23,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from click.testing import CliRunner, Result
 
-from jobs import JobDriver, JobQueue, WorkerRegistration
+from jobs import JobDriver, JobQueue
 from jobs.cli import cli
+from jobs.spi import WorkerRegistration
 from tests.cli import app as cli_app
 from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS
 from tests.stores import STORE_KINDS, StoreTarget

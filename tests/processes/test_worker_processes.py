@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import LEASE_EXPIRED_ERROR, JobDriver, JobQueue
+from jobs import JobDriver, JobQueue
+from jobs.spi import LEASE_EXPIRED_ERROR
 from tests.processes.conftest import SpawnWorker, read_ledger
 from tests.stores import StoreTarget
 from tests.support import wait_until

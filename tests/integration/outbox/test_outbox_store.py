@@ -17,7 +17,7 @@ from jobs.errors import (
     PayloadTooLargeError,
     StoreSchemaError,
 )
-from jobs.outbox import OutboxEntry, OutboxStore
+from jobs.spi import OutboxEntry, OutboxStore
 from jobs.telemetry import parse_traceparent
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore

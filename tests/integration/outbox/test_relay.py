@@ -16,10 +16,10 @@ from jobs import (
     JobQueue,
     JobRunner,
     ManualClock,
-    OutboxEntry,
     OutboxRelay,
 )
 from jobs.errors import StoreUnavailableError
+from jobs.spi import OutboxEntry
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
 from tests.support import captured_logs, wait_until

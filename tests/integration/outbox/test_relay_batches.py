@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from jobs import JobOutboxPublisher, ManualClock, OutboxEntry, OutboxRelay
+from jobs import JobOutboxPublisher, ManualClock, OutboxRelay
+from jobs.spi import OutboxEntry
 from tests.integration.outbox.test_relay import App
 from tests.support import wait_until
 

@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 from redis.asyncio import Redis
 
-from jobs.driver import JobRequest
 from jobs.errors import DriverError
+from jobs.spi import JobRequest
 from jobs.testing import new_request
 from redis_jobs import RedisJobDriver, RedisScriptError
 

@@ -32,16 +32,9 @@ from typing import Any
 import pytest
 from redis.asyncio.connection import AbstractConnection
 
-from jobs import (
-    ClaimedJob,
-    JobContext,
-    JobHandlerRegistry,
-    JobInfo,
-    JobQueue,
-    JobRunner,
-    JobsSettings,
-)
+from jobs import JobContext, JobHandlerRegistry, JobInfo, JobQueue, JobRunner, JobsSettings
 from jobs.errors import StoreUnavailableError
+from jobs.spi import ClaimedJob
 from redis_jobs import RedisJobDriver
 from tests.support import captured_logs, wait_until
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from jobs.driver import LEASE_EXPIRED_ERROR
+from jobs.spi import LEASE_EXPIRED_ERROR
 from jobs.testing import new_request
 from redis_jobs.driver import EXPIRY_MARGIN_MS
 

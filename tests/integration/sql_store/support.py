@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import text
 
 from jobs.clock import ManualClock
-from jobs.driver import JobDriver
+from jobs.spi import JobDriver
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.store import SQLAlchemyJobStore
 from tests.stores import POSTGRES_URL

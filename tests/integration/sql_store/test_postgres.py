@@ -8,8 +8,8 @@ import time
 import pytest
 from sqlalchemy import text
 
-from jobs.driver import JobRequest
 from jobs.errors import StoreUnavailableError
+from jobs.spi import JobRequest
 from jobs.testing import new_request
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.store import SQLAlchemyJobStore

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 
 from jobs import JobHandlerRegistry, JobQueue, JobRunner, JobsSettings
-from jobs.driver import ClaimedJob
+from jobs.spi import ClaimedJob
 from jobs.testing import new_request
 from orm_sqlalchemy.store import SQLAlchemyJobStore
 from tests.support import wait_until

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from jobs.driver import JobState
 from jobs.inprocess_index import JobIndex
+from jobs.spi import JobState
 
 STATES: tuple[JobState, ...] = ("pending", "active", "completed", "failed", "cancelled")
 

@@ -27,7 +27,7 @@ from jobs import (
     NewJob,
     Schedule,
 )
-from jobs.operations import JobTypeStats
+from jobs.spi import JobTypeStats
 from jobs.telemetry import parse_traceparent
 from tests.support import attrs, metric_points, wait_until
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from jobs import JobTypeError, PayloadError, PayloadTooLargeError, encode_payload
-from jobs.payload import MAX_DEPTH, check_name
+from jobs import JobTypeError, PayloadError, PayloadTooLargeError
+from jobs.payload import MAX_DEPTH, check_name, encode_payload
 
 
 class Thing:

@@ -202,7 +202,7 @@ def test_a_job_request_keeps_the_dataclass_semantics_its_own_init_must_not_lose(
 
     import pytest
 
-    from jobs.driver import JobRequest
+    from jobs.spi import JobRequest
 
     request = JobRequest(
         id="i", type="t", payload="{}", max_attempts=2, timeout_ms=5, key="k", delay_ms=7,

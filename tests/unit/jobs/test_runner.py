@@ -16,7 +16,6 @@ from jobs import (
     JOB_DRIVER,
     JOB_QUEUE,
     JOB_RUNNER,
-    ClaimedJob,
     DuplicateHandlerError,
     InProcessJobDriver,
     JobContext,
@@ -29,6 +28,7 @@ from jobs import (
     define_job,
     job_handler,
 )
+from jobs.spi import ClaimedJob
 from tests.support import captured_logs, wait_until
 
 from .conftest import AppFactory

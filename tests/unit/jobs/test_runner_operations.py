@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from jobs import (
-    LEASE_EXPIRED_ERROR,
     InProcessJobDriver,
     JobContext,
     JobHandlerRegistry,
@@ -23,6 +22,7 @@ from jobs import (
     PermanentError,
     RetryLater,
 )
+from jobs.spi import LEASE_EXPIRED_ERROR
 from tests.support import captured_logs, wait_until
 
 

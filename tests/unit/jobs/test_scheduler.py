@@ -10,7 +10,6 @@ import pytest
 from jobs import (
     InProcessJobDriver,
     JobQueue,
-    JobRequest,
     JobScheduler,
     ManualClock,
     Schedule,
@@ -18,6 +17,7 @@ from jobs import (
     StoreUnavailableError,
 )
 from jobs.scheduler import DEFAULT_CATCH_UP_MS, KEY_MARGIN_MS
+from jobs.spi import JobRequest
 from tests.support import captured_logs, wait_until
 
 

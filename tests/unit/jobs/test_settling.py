@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import Sequence
 
 from jobs import InProcessJobDriver, JobQueue, StoreUnavailableError
-from jobs.driver import ClaimedJob
 from jobs.settling import Settler
+from jobs.spi import ClaimedJob
 from tests.support import wait_until
 
 LEASE_MS = 30_000

@@ -16,12 +16,11 @@ from jobs import (
     JobQueue,
     JobRunner,
     JobScheduler,
-    OutboxEntry,
     OutboxRelay,
     Schedule,
     StoreUnavailableError,
 )
-from jobs.driver import ClaimedJob
+from jobs.spi import ClaimedJob, OutboxEntry
 from jobs.supervision import Supervisor
 from tests.support import captured_logs, wait_until
 

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from jobs import JOB_STATES
+from jobs.spi import JOB_STATES
 from orm_sqlalchemy import SQLAlchemyJobStore
 from orm_sqlalchemy.engine import (
     BUSY_TIMEOUT_MS,

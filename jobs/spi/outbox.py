@@ -1,46 +1,27 @@
 """The outbox SPI: entries written in the caller's transaction, handed over by a relay.
 
 An ``OutboxStore`` appends entries through the transaction that is open in the caller's
-context, so an entry lives or dies with the business change. A relay (``OutboxRelay``) claims
-unpublished entries with a lease, hands each to a publisher, and marks it published: at least
-once. ``JobOutboxPublisher`` turns an entry into a job keyed by the entry, so a second hand-over
-of the same entry is dropped by the queue.
+context, so an entry lives or dies with the business change. A relay (``jobs.OutboxRelay``)
+claims unpublished entries with a lease, hands each to an ``OutboxPublisher``, and marks it
+published: at least once. ``jobs.JobOutboxPublisher`` turns an entry into a job keyed by the
+entry, so a second hand-over of the same entry is dropped by the queue.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 from pydantic import BaseModel
 
-from .queue import NewJob
+from .records import OutboxEntry
 
 if TYPE_CHECKING:
-    from .definitions import JobDefinition
-    from .queue import JobQueue
+    from ..definitions import JobDefinition
+
+__all__ = ["OutboxStore", "OutboxPublisher"]
 
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutboxEntry:
-    """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``.
-
-    ``trace_context`` is the W3C traceparent of the span that appended it (None outside one).
-    """
-
-    id: str
-    type: str
-    payload: Any
-    key: str | None
-    delay_ms: int | None
-    created_at: datetime
-    attempts: int
-    lease_token: str
-    trace_context: str | None = None
 
 
 @runtime_checkable
@@ -71,7 +52,7 @@ class OutboxStore(Protocol):
         delay_ms: int | None = None,
     ) -> str | None:
         """Write an entry through the open transaction, with the caller's trace context
-        (``jobs.telemetry.current_traceparent``); its id, or None when an entry with ``key`` is
+        (``jobs.spi.support.current_traceparent``); its id, or None when an entry with ``key`` is
         already there. A definition's model validates ``payload`` before anything is written.
         No transaction: an error."""
         ...
@@ -116,41 +97,3 @@ class OutboxPublisher(Protocol):
     """
 
     async def publish(self, entry: OutboxEntry) -> None: ...
-
-
-class JobOutboxPublisher:
-    """Publishes an entry as a job, keyed ``outbox:<entry id>`` (or the entry's own key).
-
-    A relay that crashed after publishing and before marking hands the entry over again; the
-    key makes the queue drop the repeat, so the job runs once.
-    """
-
-    def __init__(self, queue: JobQueue) -> None:
-        self._queue = queue
-
-    async def publish(self, entry: OutboxEntry) -> None:
-        await self._queue.enqueue(
-            entry.type,
-            entry.payload,
-            key=_job_key(entry),
-            delay_ms=entry.delay_ms,
-        )
-
-    async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
-        """Enqueue the batch in one driver call (``JobQueue.enqueue_many``), each entry keyed."""
-        await self._queue.enqueue_many(
-            [
-                NewJob(
-                    type=entry.type,
-                    payload=entry.payload,
-                    key=_job_key(entry),
-                    delay_ms=entry.delay_ms,
-                    trace_context=entry.trace_context,
-                )
-                for entry in entries
-            ]
-        )
-
-
-def _job_key(entry: OutboxEntry) -> str:
-    return entry.key if entry.key is not None else f"outbox:{entry.id}"

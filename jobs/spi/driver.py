@@ -1,4 +1,4 @@
-"""The driver SPI: what every job store implements, and the records it exchanges.
+"""The driver SPI: what every job store implements (the records it exchanges are in ``records``).
 
 Delivery is at least once, with leases. ``claim`` leases up to ``limit`` due jobs for
 ``lease_ms`` and counts the attempt; a job whose lease expired is claimed again by the next
@@ -11,143 +11,39 @@ Operations (list, find, requeue, cancel, purge, stats, workers) are fenced like 
 each changes one job in one atomic step, only from the states it names, and tells the loser of a
 race (False, or not counted). Cancelling an active job revokes its lease token, so the holder's
 next heartbeat and its settle are refused. Arguments reach a driver already validated by
-``JobQueue`` (see ``jobs.operations``).
+``JobQueue``.
 
-Times: ``run_at_ms`` and ``keep_until_ms`` are epoch milliseconds; ``delay_ms`` counts from the
-store's clock. A driver given a ``Clock`` uses it in place of the store's clock (tests).
+A driver given a ``Clock`` uses it in place of the store's clock (tests).
+
+``JobDriver`` is the union of three parts a caller may name alone: ``JobStore`` (what the
+runner and the queue's producer side use), ``JobOperations`` (what an operator's tools use) and
+``WorkerRegistry`` (worker presence). A driver implements all three.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, fields
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from .operations import JobPage, JobTypeStats, WorkerInfo, WorkerRegistration
-
-JobState = Literal["pending", "active", "completed", "failed", "cancelled"]
-JOB_STATES: tuple[JobState, ...] = ("pending", "active", "completed", "failed", "cancelled")
-FINISHED_STATES: tuple[JobState, ...] = ("completed", "failed", "cancelled")
-JobStateCounts = dict[JobState, int]
-
-LEASE_EXPIRED_ERROR = "LeaseExpiredError: lease expired with no attempts left"
-MAX_ERRORS_KEPT = 20
-"""``JobInfo.errors`` keeps the errors of the last this-many failed attempts."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, init=False)
-class JobRequest:
-    """A job to store, as the queue hands it to a driver (the payload is already JSON text).
-
-    Its ``__init__`` is the one dataclass would generate, but sets the slots through their
-    descriptors: the generated one's ``object.__setattr__`` per field (the frozen way, which
-    checks the type's MRO each time) measured ~20,000 instructions a request (callgrind), a
-    third of ``JobQueue.build_request``; this one ~13,700. Still frozen: assignment raises.
-    """
-
-    id: str
-    type: str
-    payload: str
-    max_attempts: int
-    timeout_ms: int | None = None
-    key: str | None = None
-    delay_ms: int = 0
-    run_at_ms: int | None = None
-    keep_until_ms: int | None = None
-    trace_context: str | None = None
-
-    def __init__(
-        self,
-        *,
-        id: str,
-        type: str,
-        payload: str,
-        max_attempts: int,
-        timeout_ms: int | None = None,
-        key: str | None = None,
-        delay_ms: int = 0,
-        run_at_ms: int | None = None,
-        keep_until_ms: int | None = None,
-        trace_context: str | None = None,
-    ) -> None:
-        s = _REQUEST_SLOTS
-        s[0](self, id)
-        s[1](self, type)
-        s[2](self, payload)
-        s[3](self, max_attempts)
-        s[4](self, timeout_ms)
-        s[5](self, key)
-        s[6](self, delay_ms)
-        s[7](self, run_at_ms)
-        s[8](self, keep_until_ms)
-        s[9](self, trace_context)
-
-
-_REQUEST_SLOTS: tuple[Any, ...] = tuple(
-    getattr(JobRequest, field.name).__set__ for field in fields(JobRequest)
+from .records import (
+    ClaimedJob,
+    JobInfo,
+    JobPage,
+    JobRequest,
+    JobState,
+    JobStateCounts,
+    JobTypeStats,
+    WorkerInfo,
+    WorkerRegistration,
 )
-"""``JobRequest``'s slot setters, in field order (``__init__``'s arguments)."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClaimedJob:
-    """A leased job: ``attempt`` counts this delivery; ``lease_token`` fences its transitions."""
-
-    id: str
-    type: str
-    payload: str
-    attempt: int
-    max_attempts: int
-    lease_token: str
-    timeout_ms: int | None = None
-    key: str | None = None
-    trace_context: str | None = None
-    reclaimed: bool = False
-    """This delivery follows an attempt whose lease expired (its worker died or stalled)."""
-    run_at_ms: int | None = None
-    """When the job was due (epoch ms), for ``JobContext.run_at``."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FailedAttempt:
-    """The error one attempt ended with, as ``retry`` or ``fail`` recorded it."""
-
-    attempt: int
-    at: datetime
-    error: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobInfo:
-    """A job as ``get_job`` reports it (the payload decoded).
-
-    ``errors`` holds one entry per failed attempt, newest last, the last ``MAX_ERRORS_KEPT``;
-    ``last_error`` is the newest one's text. ``finished_at`` is set in a finished state
-    (completed, failed, cancelled) and cleared when an operator requeues the job.
-    """
-
-    id: str
-    type: str
-    state: JobState
-    payload: Any
-    attempts: int
-    max_attempts: int
-    run_at: datetime
-    last_error: str | None = None
-    key: str | None = None
-    timeout_ms: int | None = None
-    created_at: datetime | None = None
-    finished_at: datetime | None = None
-    trace_context: str | None = None
-    """The W3C ``traceparent`` of the trace that enqueued the job, if one was active."""
-    errors: tuple[FailedAttempt, ...] = ()
+__all__ = ["JobStore", "JobOperations", "WorkerRegistry", "JobDriver"]
 
 
 @runtime_checkable
-class JobDriver(Protocol):
-    """A job store. Every implementation passes ``jobs.testing.DriverConformance``."""
+class JobStore(Protocol):
+    """Storing, leasing and settling jobs: the part of the SPI the runner and ``enqueue`` use."""
+
 
     async def enqueue(self, job: JobRequest) -> str | None:
         """Store a pending job; its id, or None when a live job already holds ``job.key``."""
@@ -201,7 +97,24 @@ class JobDriver(Protocol):
         """How many jobs are in each state (every state present, zero included)."""
         ...
 
-    # -- operations ----------------------------------------------------------------------------
+
+    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+        """Return when a job of ``types`` may be claimable, or after ``timeout_ms``.
+
+        Wakes at once when a job is enqueued through this driver (and, where the store can
+        tell, through any other client). May return early; callers claim and wait again.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release what the driver owns; clients it borrowed stay open. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class JobOperations(Protocol):
+    """Operating a store: listing, finding, requeueing, cancelling, purging, stats."""
+
 
     async def list_jobs(
         self,
@@ -269,6 +182,11 @@ class JobDriver(Protocol):
         """Per job type present in the store: counts by state and the oldest due job's age."""
         ...
 
+
+@runtime_checkable
+class WorkerRegistry(Protocol):
+    """Worker presence: runners register themselves each heartbeat sweep."""
+
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         """Record (or refresh) a live worker, stamped ``last_seen`` now by the store's clock.
 
@@ -285,16 +203,7 @@ class JobDriver(Protocol):
         """The live workers, by ``started_at``."""
         ...
 
-    # -- wake-up and close ---------------------------------------------------------------------
 
-    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
-        """Return when a job of ``types`` may be claimable, or after ``timeout_ms``.
-
-        Wakes at once when a job is enqueued through this driver (and, where the store can
-        tell, through any other client). May return early; callers claim and wait again.
-        """
-        ...
-
-    async def close(self) -> None:
-        """Release what the driver owns; clients it borrowed stay open. Idempotent."""
-        ...
+@runtime_checkable
+class JobDriver(JobStore, JobOperations, WorkerRegistry, Protocol):
+    """A job store. Every implementation passes ``jobs.testing.DriverConformance``."""

@@ -1,0 +1,53 @@
+"""The floor for driver and outbox-store authors: the records, the ``JobDriver`` protocol (and
+its parts), the outbox protocols. What a driver may use of the engine is in ``jobs.spi.support``;
+errors are ``jobs.errors``; ``jobs.testing.DriverConformance`` is the suite a driver passes.
+
+A driver package imports only ``jobs.spi`` (with ``jobs.spi.support``) and ``jobs.errors``.
+"""
+
+from .driver import JobDriver, JobOperations, JobStore, WorkerRegistry
+from .outbox import OutboxPublisher, OutboxStore
+from .records import (
+    FINISHED_STATES,
+    JOB_STATES,
+    LEASE_EXPIRED_ERROR,
+    MAX_ERRORS_KEPT,
+    ClaimedJob,
+    FailedAttempt,
+    JobInfo,
+    JobPage,
+    JobRequest,
+    JobState,
+    JobStateCounts,
+    JobTypeStats,
+    OutboxEntry,
+    WorkerInfo,
+    WorkerRegistration,
+)
+
+__all__ = [
+    # the driver protocol and its parts
+    "JobDriver",
+    "JobStore",
+    "JobOperations",
+    "WorkerRegistry",
+    # records
+    "JobRequest",
+    "ClaimedJob",
+    "JobInfo",
+    "FailedAttempt",
+    "JobState",
+    "JOB_STATES",
+    "FINISHED_STATES",
+    "JobStateCounts",
+    "LEASE_EXPIRED_ERROR",
+    "MAX_ERRORS_KEPT",
+    "JobPage",
+    "JobTypeStats",
+    "WorkerRegistration",
+    "WorkerInfo",
+    # the outbox
+    "OutboxStore",
+    "OutboxPublisher",
+    "OutboxEntry",
+]

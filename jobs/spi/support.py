@@ -1,0 +1,66 @@
+"""What a driver or outbox store may use of the engine: one curated place, so a driver never
+reaches into the engine's modules (and those modules may move without breaking drivers).
+
+- payloads: ``encode_payload`` (the queue's JSON checks; an outbox store's ``append`` runs
+  them too), ``decode_payload``, ``check_name`` and the length limits of types and keys;
+- job definitions: ``JobDefinition`` and ``resolve_job`` (an ``append`` given a definition);
+- time: ``Clock``/``ManualClock`` (a driver given a clock uses it in place of the store's),
+  ``to_datetime``/``to_epoch_ms`` (epoch milliseconds <-> aware UTC datetimes);
+- ``Retention``: how long finished jobs (and so their keys) are kept;
+- ``Coalescer``: calls that arrive while one is in flight go to the store together, next;
+- ``current_traceparent``: the W3C traceparent of the caller's span, for an outbox entry;
+- the operations' argument checks and list cursors (``encode_cursor``/``decode_cursor``), so
+  every driver pages the same way.
+"""
+
+from __future__ import annotations
+
+from ..clock import Clock, ManualClock, to_datetime, to_epoch_ms
+from ..coalescing import Coalescer
+from ..definitions import JobDefinition, resolve_job
+from ..operations import (
+    check_age,
+    check_cursor,
+    check_job_id,
+    check_key,
+    check_limit,
+    check_purge_states,
+    check_state,
+    check_type,
+    decode_cursor,
+    encode_cursor,
+)
+from ..payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
+from ..settings import Retention
+from ..telemetry import current_traceparent
+
+__all__ = [
+    # payloads and names
+    "encode_payload",
+    "decode_payload",
+    "check_name",
+    "MAX_TYPE_LENGTH",
+    "MAX_KEY_LENGTH",
+    "JobDefinition",
+    "resolve_job",
+    # time
+    "Clock",
+    "ManualClock",
+    "to_datetime",
+    "to_epoch_ms",
+    # keeping, batching, tracing
+    "Retention",
+    "Coalescer",
+    "current_traceparent",
+    # operations
+    "encode_cursor",
+    "decode_cursor",
+    "check_age",
+    "check_cursor",
+    "check_job_id",
+    "check_key",
+    "check_limit",
+    "check_purge_states",
+    "check_state",
+    "check_type",
+]
