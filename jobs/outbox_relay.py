@@ -41,6 +41,7 @@ from .telemetry import (
     current,
     describe_error,
     end_publish_span,
+    error_summary,
     start_publish_span,
     traceparent_for,
 )
@@ -187,10 +188,9 @@ class OutboxRelay:
             await self._hand_over(await claiming)
         except Exception as exc:
             logger.warning(
-                "handing over the batch claimed ahead failed at stop ({}: {}); its entries wait "
+                "handing over the batch claimed ahead failed at stop ({}); its entries wait "
                 "for their lease",
-                type(exc).__name__,
-                exc,
+                error_summary(exc),
             )
 
     async def _loop(self) -> None:
@@ -232,10 +232,9 @@ class OutboxRelay:
             for span in spans:
                 end_publish_span(span, exc)
             logger.warning(
-                "publishing a batch of {} outbox entries failed ({}: {}); publishing one by one",
+                "publishing a batch of {} outbox entries failed ({}); publishing one by one",
                 len(entries),
-                type(exc).__name__,
-                exc,
+                error_summary(exc),
             )
             for entry in entries:
                 await self._publish(entry)
