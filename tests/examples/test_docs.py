@@ -42,6 +42,7 @@ EXPECTED_OUTPUT = {
     "shutdown": "",
     "schedules": "'pending': 1, 'active': 0",
     "dashboard": "200 True",
+    "dashboard-redact": "False True",
     "observability": 'jobs_executions_total{job_outcome="completed",job_type="email.send"',
     "batches": "[True, True, True, False]\npayload[\"at\"]: set is not JSON (use a list)\n"
     "True ['claim', 'heartbeat', 'presence'] 0\n",
@@ -248,3 +249,12 @@ def test_the_metrics_page_names_every_instrument() -> None:
     page = (ROOT / "docs/reference/metrics.md").read_text()
     missing = [name for name in instruments if f"`{name}`" not in page]
     assert not missing, f"docs/reference/metrics.md does not name {missing}"
+
+
+def test_the_readme_links_into_the_docs_resolve() -> None:
+    """mkdocs checks the site's links; the README (read on the repository's page) is not in it."""
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(((?:docs|examples)/[^)#]+)", readme)
+    assert targets
+    missing = [target for target in targets if not (ROOT / target).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
