@@ -152,8 +152,30 @@ def test_a_store_url_without_its_extra_fails_in_one_line(
 
 def test_the_cli_runs_on_sqlite_without_any_extra(tmp_path: Path) -> None:
     missing = ("redis", "hiredis", "asyncpg", "starlette", "jinja2", "uvicorn", "multipart")
-    result = cli_without(missing, ["stats", "--url", f"sqlite:///{tmp_path / 'jobs.db'}"], tmp_path)
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    result = run_without(
+        missing,
+        f"""
+        import asyncio
+        from jobs import JobQueue
+        from jobs.cli import main
+        from orm_sqlalchemy import SQLAlchemyJobStore
+
+        async def enqueue():
+            store = SQLAlchemyJobStore({url!r})
+            try:
+                await JobQueue(store).enqueue("email.send", {{"to": "a@b.c"}})
+            finally:
+                await store.close()
+
+        asyncio.run(enqueue())
+        sys.argv = ["neverlost", "stats", "--url", {url!r}]
+        main()
+        """,
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
+    assert "email.send" in result.stdout
 
 
 def test_the_pytest_plugin_loads_without_pytest_asyncio(tmp_path: Path) -> None:
