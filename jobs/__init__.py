@@ -13,6 +13,7 @@ from .definitions import JobDefinition, define_job
 from .errors import (
     DriverError,
     DuplicateHandlerError,
+    JobOptionError,
     JobsError,
     JobTimeoutError,
     JobTypeError,
@@ -23,6 +24,7 @@ from .errors import (
     PermanentError,
     RetryLater,
     ScheduleError,
+    StalledTooOftenError,
     StoreSchemaError,
     StoreUnavailableError,
 )
@@ -101,7 +103,9 @@ __all__ = [
     "DuplicateHandlerError",
     "JobTimeoutError",
     "JobTypeError",
+    "JobOptionError",
     "LeaseExpiredError",
+    "StalledTooOftenError",
     "PayloadError",
     "PayloadTooLargeError",
     "PayloadValidationError",

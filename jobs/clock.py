@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 
@@ -83,4 +83,15 @@ def to_datetime(epoch_ms: int) -> datetime:
 def to_epoch_ms(when: datetime, *, what: str = "run_at") -> int:
     if when.tzinfo is None:
         raise ValueError(f"{what} must be timezone-aware, got naive {when.isoformat()}")
-    return int(when.timestamp() * 1000)
+    return epoch_ms_of(when)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def epoch_ms_of(when: datetime) -> int:
+    """An aware datetime as epoch milliseconds, exactly (floored): no float in between, so
+    the same instant always gives the same number (``timestamp() * 1000`` may round a
+    millisecond away)."""
+    return (when - _EPOCH) // _ONE_MS

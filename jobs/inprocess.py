@@ -19,6 +19,7 @@ from .errors import DriverError
 from .inprocess_index import JobIndex
 from .inprocess_record import JobRecord, job_info
 from .operations import decode_cursor, encode_cursor
+from .options import check_request
 from .settings import Retention
 from .spi.records import (
     LEASE_EXPIRED_ERROR,
@@ -67,6 +68,7 @@ class InProcessJobDriver:
 
     async def enqueue(self, job: JobRequest) -> str | None:
         self._check_open()
+        check_request(job)
         now = self._clock.now_ms()
         self._prune(now)
         job_id = self._store(job, now)
@@ -78,6 +80,8 @@ class InProcessJobDriver:
         self._check_open()
         if not jobs:
             return []
+        for job in jobs:
+            check_request(job)
         now = self._clock.now_ms()
         self._prune(now)
         ids = {job.id for job in jobs}
