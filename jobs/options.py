@@ -125,21 +125,42 @@ def check_run_at(value: object, where: str = "") -> int:
 
 def check_request(job: JobRequest) -> None:
     """JobOptionError unless ``job``'s numbers keep the rules above (epoch ms for run_at and
-    keep_until): the drivers' second line, over a request that did not come through a queue."""
+    keep_until): the drivers' second line, over a request that did not come through a queue.
+    Inline comparisons first (a request's check costs an enqueue ~1% here); the named check
+    only for a value that fails them, to raise its error."""
     max_attempts, timeout_ms, delay_ms = job.max_attempts, job.timeout_ms, job.delay_ms
-    if not (type(max_attempts) is int and 0 < max_attempts <= MAX_ATTEMPTS):
-        check_max_attempts(max_attempts, f"job {job.id}")
-    if timeout_ms is not None and not (
-        type(timeout_ms) is int and 0 < timeout_ms <= MAX_TIMEOUT_MS
+    max_stalls, run_at_ms, keep_until_ms = job.max_stalls, job.run_at_ms, job.keep_until_ms
+    if not (
+        type(max_attempts) is int
+        and 0 < max_attempts <= MAX_ATTEMPTS
+        and type(delay_ms) is int
+        and 0 <= delay_ms <= MAX_DELAY_MS
+        and type(max_stalls) is int
+        and 0 <= max_stalls <= MAX_STALLS
+        and (
+            timeout_ms is None or (type(timeout_ms) is int and 0 < timeout_ms <= MAX_TIMEOUT_MS)
+        )
+        and (run_at_ms is None or (type(run_at_ms) is int and 0 <= run_at_ms < MAX_RUN_AT_MS))
+        and (
+            keep_until_ms is None
+            or (type(keep_until_ms) is int and 0 <= keep_until_ms < MAX_RUN_AT_MS)
+        )
     ):
-        check_timeout_ms(timeout_ms, f"job {job.id}")
-    if not (type(delay_ms) is int and 0 <= delay_ms <= MAX_DELAY_MS):
-        check_delay_ms(delay_ms, f"job {job.id}")
-    check_max_stalls(job.max_stalls, f"job {job.id}")
+        _refuse_request(job)
+
+
+def _refuse_request(job: JobRequest) -> None:
+    """Raise the JobOptionError of the first of ``job``'s numbers out of its range."""
+    where = f"job {job.id}"
+    check_max_attempts(job.max_attempts, where)
+    check_delay_ms(job.delay_ms, where)
+    check_max_stalls(job.max_stalls, where)
+    if job.timeout_ms is not None:
+        check_timeout_ms(job.timeout_ms, where)
     for option in ("run_at_ms", "keep_until_ms"):
         value = getattr(job, option)
-        if value is not None and not (type(value) is int and 0 <= value < MAX_RUN_AT_MS):
-            _int_in(option, value, 0, MAX_RUN_AT_MS - 1, f"before {_MAX_RUN_AT}", f"job {job.id}")
+        if value is not None:
+            _int_in(option, value, 0, MAX_RUN_AT_MS - 1, f"before {_MAX_RUN_AT}", where)
 
 
 def _int_in(option: str, value: object, low: int, high: int, span: str, where: str) -> int:
