@@ -76,8 +76,14 @@ class ManualClock:
         return lambda: self._listeners.remove(listener)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
 def to_datetime(epoch_ms: int) -> datetime:
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    """Epoch milliseconds as an aware UTC datetime, exactly (``fromtimestamp(ms / 1000)``
+    goes through a float, which rounds a millisecond away in some years)."""
+    return _EPOCH + timedelta(milliseconds=epoch_ms)
 
 
 def to_epoch_ms(when: datetime, *, what: str = "run_at") -> int:
@@ -85,9 +91,6 @@ def to_epoch_ms(when: datetime, *, what: str = "run_at") -> int:
         raise ValueError(f"{what} must be timezone-aware, got naive {when.isoformat()}")
     return epoch_ms_of(when)
 
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MS = timedelta(milliseconds=1)
 
 
 def epoch_ms_of(when: datetime) -> int:
