@@ -62,9 +62,6 @@ if TYPE_CHECKING:
 
     from .handlers import RegisteredHandler
 
-_HINTED: set[str] = set()
-"""Handlers (by source) already told that they returned an awaitable: the hint is logged once."""
-
 Outcome = Literal["completed", "retry", "failed", "lease_lost", "cancelled", "detached"]
 
 
@@ -242,8 +239,8 @@ class Attempt:
         plain decorator around an ``async def``): await it here, on the runner's loop, saying
         once per handler how to have it called on the loop directly."""
         handler = self.handler
-        if handler.source not in _HINTED:
-            _HINTED.add(handler.source)
+        if "awaitable" not in handler.hinted:
+            handler.hinted.add("awaitable")
             logger.bind(job_type=handler.job_type).info(
                 "the handler of {} ({}) returned an awaitable it did not await itself; the"
                 " runner awaits it on its event loop. A handler that is `async def` all the way"
