@@ -313,11 +313,19 @@ def bind_job_logs(job: ClaimedJob) -> None:
     variable, ``contextualize`` itself is used.
     """
     var = _LOG_CONTEXT
-    fields = {"job_id": job.id, "job_type": job.type, "attempt": job.attempt, "job_key": job.key}
     if var is None:  # pragma: no cover - see _loguru_context
-        logger.contextualize(**fields).__enter__()
+        fields = {"job_id": job.id, "job_type": job.type, "attempt": job.attempt}
+        logger.contextualize(**fields, job_key=job.key).__enter__()
         return
-    var.set({**var.get(), **fields})
+    var.set(
+        {
+            **var.get(),
+            "job_id": job.id,
+            "job_type": job.type,
+            "attempt": job.attempt,
+            "job_key": job.key,
+        }
+    )
 
 
 def _job_fields(job: ClaimedJob, span: Span | None) -> dict[str, Any]:
