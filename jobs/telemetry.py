@@ -348,14 +348,13 @@ def log_retry(
     job: ClaimedJob, max_attempts: int, delay_ms: int, error: BaseException, span: Span | None
 ) -> None:
     logger.bind(**_job_fields(job, span)).warning(
-        "job {} ({}) attempt {}/{} failed, retrying in {} ms: {}: {}",
+        "job {} ({}) attempt {}/{} failed, retrying in {} ms: {}",
         job.type,
         job.id,
         job.attempt,
         max_attempts,
         delay_ms,
-        type(error).__name__,
-        error,
+        error_summary(error),
     )
 
 
@@ -363,11 +362,10 @@ def log_failure(
     job: ClaimedJob, max_attempts: int, error: BaseException, span: Span | None
 ) -> None:
     logger.bind(**_job_fields(job, span)).error(
-        "job {} ({}) failed for good after attempt {}/{}: {}: {}",
+        "job {} ({}) failed for good after attempt {}/{}: {}",
         job.type,
         job.id,
         job.attempt,
         max_attempts,
-        type(error).__name__,
-        error,
+        error_summary(error),
     )
