@@ -147,7 +147,7 @@ class JobScheduler:
         self._context = context
         self._given = tuple(schedules)
         self._schedules: tuple[Schedule, ...] | None = None
-        self._retry_delay = exponential_backoff(min(1_000, interval), interval)
+        self._retry_delay = exponential_backoff(min(1_000, interval), interval, jitter=0)
         self._supervisor = Supervisor("job scheduler")
         self._contact = StoreContact()
         self._started = False
