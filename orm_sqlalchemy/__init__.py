@@ -1,6 +1,13 @@
 """Durable jobs and the transactional outbox on SQLAlchemy (SQLite via aiosqlite, PostgreSQL)."""
 
-from .engine import configure_sqlite, create_engine, is_sqlite, normalize_url, pooler_connect_args
+from .engine import (
+    configure_sqlite,
+    create_engine,
+    create_sync_engine,
+    is_sqlite,
+    normalize_url,
+    pooler_connect_args,
+)
 from .errors import NoTransactionError, SQLAlchemyJobsError
 from .outbox import SQLAlchemyOutboxStore
 from .store import SQLAlchemyJobStore
@@ -26,6 +33,7 @@ __all__ = [
     "OutboxSchema",
     "outbox_schema",
     "create_engine",
+    "create_sync_engine",
     "configure_sqlite",
     "is_sqlite",
     "pooler_connect_args",

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobs.errors import StoreSchemaError
@@ -48,10 +48,10 @@ def database_path(url: URL) -> str | None:
     return os.path.realpath(database)
 
 
-def private_database_files(engine: AsyncEngine) -> None:
+def private_database_files(engine: AsyncEngine | Engine) -> None:
     """Before each new connection of a SQLite ``engine``, create its missing database file
     with mode 0600 (see the module docstring). Idempotent; nothing for in-memory databases."""
-    sync_engine = engine.sync_engine
+    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
     path = database_path(engine.url)
     if path is None or getattr(sync_engine, _PRIVATE_FLAG, False):
         return

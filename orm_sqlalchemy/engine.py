@@ -50,7 +50,8 @@ from urllib.parse import urlencode
 
 from loguru import logger
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import create_engine as create_sync_sqlalchemy_engine
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
@@ -74,6 +75,7 @@ __all__ = [
     "TurnWatcher",
     "configure_sqlite",
     "create_engine",
+    "create_sync_engine",
     "is_sqlite",
     "normalize_url",
     "pooler_connect_args",
@@ -101,6 +103,17 @@ _ASYNC_DRIVERS = {
 }
 ACCEPTED_SCHEMES = tuple(f"{scheme}://" for scheme in _ASYNC_DRIVERS)
 """The URL schemes a store accepts (others, sync drivers included, are refused)."""
+
+_SYNC_DRIVERS = {
+    "sqlite": "sqlite+pysqlite",
+    "sqlite+pysqlite": "sqlite+pysqlite",
+    "sqlite+aiosqlite": "sqlite+pysqlite",
+    "postgres": "postgresql+psycopg",
+    "postgresql": "postgresql+psycopg",
+    "postgres+asyncpg": "postgresql+psycopg",
+    "postgresql+asyncpg": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+}
 
 
 def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
@@ -167,6 +180,43 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
 _PRIMED_ARRAYS = "SELECT CAST($1 AS integer[]) IS NULL, CAST($2 AS bigint[]) IS NULL"
 """Binds the array types the stores' statements send besides ``text[]`` (asyncpg knows that one
 without asking the server), so that a new connection learns their codecs as it is opened."""
+
+
+def create_sync_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """A sync Engine on the database of ``url`` (any URL ``create_engine`` takes, so one setting
+    serves both): SQLite through the standard library's sqlite3, PostgreSQL through psycopg 3
+    (the ``postgres`` extra). For an app's own sessions (Flask, scripts) that write outbox
+    entries with ``SQLAlchemyOutboxStore.append_in``.
+
+    A SQLite engine gets ``configure_sqlite`` (WAL, busy timeout, foreign keys, ``BEGIN
+    IMMEDIATE``: a request that reads, then writes, waits for the write lock instead of
+    failing with "database is locked" while a worker writes) and a private database file.
+    Its transactions meet the worker's in SQLite's busy handler (they do not take the writer
+    lock file of an async engine's transactions). ``kwargs`` go to SQLAlchemy's
+    ``create_engine``.
+    """
+    parsed = _sync_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        require_extra("PostgreSQL from sync code", "postgres", "psycopg")
+    engine = create_sync_sqlalchemy_engine(parsed, **kwargs)
+    if engine.dialect.name == "sqlite":
+        configure_sqlite(engine)
+        private_database_files(engine)
+    return engine
+
+
+def _sync_url(url: str | URL) -> URL:
+    try:
+        parsed: URL | None = make_url(url)
+    except (ArgumentError, ValueError):
+        parsed = None
+    driver = None if parsed is None else _SYNC_DRIVERS.get(parsed.drivername.lower())
+    if parsed is None or driver is None:
+        raise ValueError(
+            f"cannot make a sync engine of {redact_url(url)!r}; accepted schemes: "
+            + ", ".join(f"{scheme}://" for scheme in _SYNC_DRIVERS)
+        )
+    return parsed.set(drivername=driver)
 
 
 def _prime_array_codecs(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
@@ -289,19 +339,22 @@ def normalize_url(url: str | URL) -> URL:
     return parsed.set(drivername=driver)
 
 
-def is_sqlite(engine: AsyncEngine) -> bool:
+def is_sqlite(engine: AsyncEngine | Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
-    """Apply WAL, a busy timeout, foreign keys and ``BEGIN IMMEDIATE`` to a SQLite engine.
+def configure_sqlite(
+    engine: AsyncEngine | Engine, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> None:
+    """Apply WAL, a busy timeout, foreign keys and ``BEGIN IMMEDIATE`` to a SQLite engine
+    (an AsyncEngine, or a sync one of the standard library's driver).
 
     Works on a borrowed engine too: connections already in its pool are set up the next time
     they are checked out. Calling it again is a no-op; on a non-SQLite engine it does nothing.
     """
     if not is_sqlite(engine):
         return
-    sync_engine = engine.sync_engine
+    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
     if getattr(sync_engine, _CONFIGURED_FLAG, False):
         return
 

@@ -38,6 +38,19 @@ PostgreSQL, 10 producers, no relay: the order INSERT plus ``append`` cost 0.93-1
 per transaction, a plain SQLAlchemy session with two Core INSERTs 1.1-1.15 ms, raw asyncpg
 0.17-0.19 ms: what is left is SQLAlchemy's (session, pool, greenlet bridging per await).
 
+The app's own sessions: ``append_in(session_or_connection, ...)`` writes the same entry, with the
+same checks, through a ``Session``/``Connection`` (or ``AsyncSession``/``AsyncConnection``) the app
+opened itself on the same database: a Flask view's, a script's, an async app's that has no
+transaction manager of ours. It runs one INSERT there (``text()`` of the same statement, on any
+driver: psycopg, pysqlite, asyncpg, aiosqlite) and leaves a callback for after that commit
+(SQLAlchemy's session and connection events, ``_database.app_commits``): it wakes the store's
+relay in this process (on the store's event loop, from any thread) and, on PostgreSQL, NOTIFYs
+the others, from the store's loop when it runs one, else from a thread of its own on a
+connection of the app's engine (a sync app has no loop). A rollback leaves no entry and wakes
+nobody. A session on another database than the store's is refused before anything is written
+(another SQLite file, another PostgreSQL database name, another kind of database; two names of
+one server are not told apart).
+
 Wake-up: a commit that appended through this store wakes ``wait_for_entries`` at once (an
 after-commit callback); on PostgreSQL that callback also has the store NOTIFY the table's
 channel, after the commit and on a connection of the store's own, coalesced
@@ -55,14 +68,14 @@ import secrets
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from loguru import logger
 from pydantic import BaseModel
-from sqlalchemy import Connection, MetaData
+from sqlalchemy import URL, Connection, MetaData
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
 from jobs.errors import DriverError
@@ -80,13 +93,14 @@ from jobs.spi.support import (
 )
 
 from ._database import asyncpg_errors
+from ._database.app_appends import AppAppends
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
 from ._database.listener import listen_engine
 from ._database.sqlite_commits import sqlite_commits
-from ._database.statements import load_statements
+from ._database.statements import load_statements, text_statement
 from ._database.wakeup import PostgresWakeups
-from .engine import is_sqlite
+from .engine import create_engine, is_sqlite
 from .rows import outbox_entry
 from .tables import (
     check_columns,
@@ -148,6 +162,11 @@ async def _append_on_asyncpg(
 class SQLAlchemyOutboxStore:
     """An ``OutboxStore`` on the engine of ``transaction_manager`` (SQLite or PostgreSQL).
 
+    ``transaction_manager`` may also be an AsyncEngine (borrowed: it stays open) or a database
+    URL (``create_engine``'s; the store owns that engine and disposes it on ``close()``); the
+    store then has a manager of its own on that engine (``transaction_manager``), for
+    ``append``. ``append_in`` needs none: it joins a session of the app's.
+
     ``table_prefix`` names the table (``<prefix>entries``), ``schema`` its PostgreSQL schema and
     ``metadata`` the MetaData to hold it (yours, for Alembic). ``clock`` replaces the
     database's clock (tests). ``listen_url`` gives LISTEN a direct connection when the
@@ -156,7 +175,7 @@ class SQLAlchemyOutboxStore:
 
     def __init__(
         self,
-        transaction_manager: SQLAlchemyTransactionManager,
+        transaction_manager: SQLAlchemyTransactionManager | AsyncEngine | str | URL,
         *,
         table_prefix: str = "outbox_",
         clock: Clock | None = None,
@@ -165,8 +184,22 @@ class SQLAlchemyOutboxStore:
         schema: str | None = None,
         listen_url: str | None = None,
     ) -> None:
-        self._tm = transaction_manager
-        self._engine = transaction_manager.engine
+        self._owned_engine: AsyncEngine | None = None
+        if isinstance(transaction_manager, SQLAlchemyTransactionManager):
+            self._tm = transaction_manager
+        elif isinstance(transaction_manager, AsyncEngine):
+            check_engine(transaction_manager, store="SQLAlchemyOutboxStore")
+            self._tm = SQLAlchemyTransactionManager(transaction_manager)
+        elif isinstance(transaction_manager, str | URL):
+            engine = create_engine(transaction_manager)
+            self._tm = SQLAlchemyTransactionManager(engine)
+            self._owned_engine = engine
+        else:
+            raise TypeError(
+                "SQLAlchemyOutboxStore takes a SQLAlchemyTransactionManager, an AsyncEngine or a "
+                f"database URL, got {type(transaction_manager).__name__}"
+            )
+        self._engine = self._tm.engine
         check_engine(self._engine, store="SQLAlchemyOutboxStore")
         self._schema = outbox_schema(table_prefix, metadata, schema=schema)
         self._table = self._schema.entries
@@ -177,9 +210,8 @@ class SQLAlchemyOutboxStore:
         self._sqlite = is_sqlite(self._engine)
         url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.fullname})"
-        self._sql = load_statements(
-            dialect.name, dialect.identifier_preparer.format_table(self._table), resource="outbox"
-        )
+        quoted_table = dialect.identifier_preparer.format_table(self._table)
+        self._sql = load_statements(dialect.name, quoted_table, resource="outbox")
         self._backend: Backend
         self._wakeups: PostgresWakeups | None = None
         self._listen_engine = listen_engine(
@@ -199,6 +231,11 @@ class SQLAlchemyOutboxStore:
             self._backend = SQLiteBackend(self._engine, name=self._name)
         self._commits = None if self._postgres else sqlite_commits(self._engine)
         self._schema_ready = False
+        self._app_appends = AppAppends(
+            self,
+            text_statement(dialect.name, quoted_table, "append", resource="outbox"),
+            channel=self._schema.notify_channel if self._postgres else None,
+        )
         self._schema_lock = asyncio.Lock()
         self._instance = uuid.uuid4().hex
         self._session_flag = f"neverlost_outbox_appended:{self._instance}"
@@ -218,6 +255,11 @@ class SQLAlchemyOutboxStore:
     @property
     def metadata(self) -> MetaData:
         return self._schema.metadata
+
+    @property
+    def transaction_manager(self) -> SQLAlchemyTransactionManager:
+        """The manager whose transactions ``append`` writes in."""
+        return self._tm
 
     @property
     def table_name(self) -> str:
@@ -268,28 +310,14 @@ class SQLAlchemyOutboxStore:
         anything is written, and NoTransactionError when no transaction of this store's
         manager is open here.
         """
-        job_type, payload = resolve_job(type, payload, "outbox entry type")
-        if key is not None:
-            check_name("key", key, MAX_KEY_LENGTH)
-        if delay_ms is not None:
-            delay_ms = check_delay_ms(delay_ms)
-        text = encode_payload(payload, max_bytes=self._max_payload_bytes)
+        params = self._entry(type, payload, key=key, delay_ms=delay_ms)
         session = self._tm.session
         if not self._schema_ready:
             await self._ensure_schema(await session.connection())
             self._tm.after_commit(self._mark_schema_ready)
         driver = await session.run_sync(_driver_connection)
-        entry_id = str(uuid.uuid4())
+        entry_id: str = params["id"]
         append = self._sql["append"]
-        params = {
-            "id": entry_id,
-            "type": job_type,
-            "payload": text,
-            "key": key,
-            "delay_ms": delay_ms,
-            "trace_context": current_traceparent(),
-            "now": None if self._clock is None else self._clock.now_ms(),
-        }
         # The statement as text, not a Core construct: it runs inside every app transaction
         # that appends, and Core's construct, cache key and compile cost ~1 ms of CPU a call
         # here against ~0.3 ms for the driver statement (measured, 20 concurrent producers).
@@ -303,6 +331,116 @@ class SQLAlchemyOutboxStore:
             session.info[self._session_flag] = True
             self._tm.after_commit(self._on_commit)
         return entry_id
+
+    @overload
+    def append_in(
+        self,
+        session: Session | Connection,
+        type: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None: ...
+
+    @overload
+    def append_in(
+        self,
+        session: Session | Connection,
+        type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | None: ...
+
+    @overload
+    def append_in(
+        self,
+        session: AsyncSession | AsyncConnection,
+        type: JobDefinition[M],
+        payload: M | Mapping[str, Any],
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> Awaitable[str | None]: ...
+
+    @overload
+    def append_in(
+        self,
+        session: AsyncSession | AsyncConnection,
+        type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> Awaitable[str | None]: ...
+
+    def append_in(
+        self,
+        session: Session | Connection | AsyncSession | AsyncConnection,
+        type: str | JobDefinition[Any],
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+    ) -> str | Awaitable[str | None] | None:
+        """``append`` through a session or connection the app opened itself, on the store's
+        database: the entry commits or rolls back with the app's transaction.
+
+        A sync ``Session``/``Connection`` returns the entry's id (None for a duplicate
+        ``key``); an ``AsyncSession``/``AsyncConnection`` returns an awaitable of it
+        (``await outbox.append_in(session, ...)``). The checks are ``append``'s, made here,
+        before anything is written (PayloadValidationError, PayloadError, JobTypeError,
+        JobOptionError); the entry keeps the caller's trace context. Nothing else runs in the
+        app's transaction: once it commits, the relay is woken (here and, on PostgreSQL, in
+        other processes); a rollback wakes nobody. A session bound to another database than
+        the store's is a ValueError naming both. The outbox table is created in the app's
+        transaction if missing, as ``append`` does.
+        """
+        if not isinstance(session, Session | Connection | AsyncSession | AsyncConnection):
+            raise TypeError(
+                "append_in takes a SQLAlchemy Session, Connection, AsyncSession or "
+                f"AsyncConnection, got {session!r}"
+            )
+        params = self._entry(type, payload, key=key, delay_ms=delay_ms)
+        appends = self._app_appends
+        if isinstance(session, AsyncSession):
+            appends.check_database(session.sync_session.get_bind())
+            return session.run_sync(appends.in_session, params)
+        if isinstance(session, AsyncConnection):
+            appends.check_database(session.sync_engine)
+            return session.run_sync(appends.in_connection, params)
+        if isinstance(session, Session):
+            appends.check_database(session.get_bind())
+            return appends.in_session(session, params)
+        appends.check_database(session.engine)
+        return appends.in_connection(session, params)
+
+    def _entry(
+        self,
+        type: str | JobDefinition[Any],
+        payload: Any,
+        *,
+        key: str | None,
+        delay_ms: int | None,
+    ) -> dict[str, Any]:
+        """The checked parameters of one entry's INSERT (``append`` and ``append_in``): raises
+        before anything is written."""
+        job_type, payload = resolve_job(type, payload, "outbox entry type")
+        if key is not None:
+            check_name("key", key, MAX_KEY_LENGTH)
+        if delay_ms is not None:
+            delay_ms = check_delay_ms(delay_ms)
+        return {
+            "id": str(uuid.uuid4()),
+            "type": job_type,
+            "payload": encode_payload(payload, max_bytes=self._max_payload_bytes),
+            "key": key,
+            "delay_ms": delay_ms,
+            "trace_context": current_traceparent(),
+            "now": None if self._clock is None else self._clock.now_ms(),
+        }
 
     async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:
         """Lease up to ``limit`` claimable entries for ``lease_ms``, oldest first."""
@@ -368,6 +506,7 @@ class SQLAlchemyOutboxStore:
         Returns at once if such a commit happened since the last call; an idle store waits the
         whole ``timeout_ms``.
         """
+        self._app_appends.loop = asyncio.get_running_loop()
         if self._postgres and not self._closed:
             await self._ensure_listening(wake_on_reconnect=True)
         if self._commits is not None:
@@ -394,6 +533,9 @@ class SQLAlchemyOutboxStore:
             await self._commits.close()
         if self._listen_engine is not None:
             await self._listen_engine.dispose()
+        await asyncio.to_thread(self._app_appends.close)
+        if self._owned_engine is not None:
+            await self._owned_engine.dispose()
 
     def _on_commit(self) -> None:
         """After a commit that appended: wake this store's relay, and others' by NOTIFY."""
@@ -459,3 +601,4 @@ class SQLAlchemyOutboxStore:
         if detail is None:
             self._listen_lost = True
         self._signal.set()
+

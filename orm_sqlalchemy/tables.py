@@ -58,6 +58,7 @@ __all__ = [
     "job_schema",
     "listed_state",
     "lock_for_creation",
+    "lock_for_creation_sync",
     "notify_channel",
     "outbox_schema",
     "set_up_job_table",
@@ -90,9 +91,20 @@ async def lock_for_creation(conn: AsyncConnection, kind: TableKind, table_name: 
     see no table and collide): a transaction-scoped advisory lock keyed by the table."""
     if conn.dialect.name != "postgresql":
         return
-    digest = hashlib.sha256(f"neverlost-{kind}:{table_name}".encode()).digest()
-    key = int.from_bytes(digest[:8], "big", signed=True)
+    key = _lock_key(kind, table_name)
     await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
+def lock_for_creation_sync(conn: Connection, kind: TableKind, table_name: str) -> None:
+    """``lock_for_creation`` on a sync connection (the app's own, ``append_in``)."""
+    if conn.dialect.name != "postgresql":
+        return
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(kind, table_name)})
+
+
+def _lock_key(kind: TableKind, table_name: str) -> int:
+    digest = hashlib.sha256(f"neverlost-{kind}:{table_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 DEFAULT_TABLE_PREFIX = "jobs_"

@@ -161,6 +161,7 @@ EXPORTED = {
         "OutboxSchema",
         "outbox_schema",
         "create_engine",
+        "create_sync_engine",
         "configure_sqlite",
         "is_sqlite",
         "pooler_connect_args",

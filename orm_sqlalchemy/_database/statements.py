@@ -18,7 +18,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-__all__ = ["Statement", "load_statements"]
+__all__ = ["Statement", "load_statements", "text_statement"]
 
 _SQL = files(__name__.rsplit(".", 1)[0]).joinpath("sql")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -88,3 +88,14 @@ def _numbered(statement: Statement) -> Statement:
         return f"${order.index(param) + 1}"
 
     return Statement(statement.name, _PARAM.sub(number, statement.text), tuple(order))
+
+
+def text_statement(dialect: str, table: str, name: str, *, resource: str) -> str:
+    """One statement of ``resource`` with its ``:name`` parameters as written, for SQLAlchemy's
+    ``text()`` on a connection of any driver (the app's own: psycopg, pysqlite...), where the
+    store's own statements are in its drivers' paramstyle."""
+    if dialect not in _NOW:
+        raise ValueError(f"the SQL stores support PostgreSQL and SQLite, not {dialect!r}")
+    return _sections(resource, dialect)[name].replace("{now}", _NOW[dialect]).replace(
+        "{table}", table
+    )

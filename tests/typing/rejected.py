@@ -6,6 +6,8 @@ Not collected by pytest; tests/typing/test_typing.py checks it from outside the 
 from __future__ import annotations
 
 from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from jobs import JobContext, JobQueue, define_job, job_handler
 from orm_sqlalchemy import SQLAlchemyOutboxStore
@@ -36,3 +38,9 @@ async def produce(queue: JobQueue, outbox: SQLAlchemyOutboxStore) -> None:
     await queue.enqueue(SEND_RECEIPT, [7])  # rejected
     await outbox.append(SEND_RECEIPT, "seven")  # rejected
     await outbox.append(SEND_RECEIPT, Refund(amount=1), key="k")  # rejected
+
+
+def produce_sync(outbox: SQLAlchemyOutboxStore, session: Session, aio: AsyncSession) -> None:
+    outbox.append_in(session, SEND_RECEIPT, Refund(amount=1))  # rejected
+    entry_id: str | None = outbox.append_in(aio, "t", {})  # rejected
+    print(entry_id)

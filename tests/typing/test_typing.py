@@ -55,6 +55,6 @@ def test_a_typed_app_passes_and_misuses_are_refused_by_mypy_strict(
     }
     source = (HERE / "rejected.py").read_text().splitlines()
     expected = {number for number, line in enumerate(source, 1) if line.endswith("# rejected")}
-    assert len(expected) == 7
+    assert len(expected) == 9
     assert refused == expected, result.stdout
     assert result.returncode == 1

@@ -6,6 +6,8 @@ Not collected by pytest; tests/typing/test_typing.py checks it from outside the 
 from __future__ import annotations
 
 from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from framework import ApplicationBuilder, ApplicationContext, Token, configuration, entry
 from jobs import (
@@ -20,6 +22,7 @@ from orm_sqlalchemy import (
     SQLAlchemyOutboxStore,
     SQLAlchemyTransactionManager,
     create_engine,
+    create_sync_engine,
     transactional,
 )
 
@@ -90,3 +93,11 @@ async def main() -> None:
     engine = create_engine("postgres://user@db.example/app")
     tm = SQLAlchemyTransactionManager(engine)
     await Billing(tm, SQLAlchemyOutboxStore(transaction_manager=tm)).close_invoice(7)
+    outbox = SQLAlchemyOutboxStore("sqlite:///app.db")
+    with Session(create_sync_engine("sqlite:///app.db")) as session, session.begin():
+        receipt = {"invoice_id": 9, "email": "e"}
+        sync_id: str | None = outbox.append_in(session, SEND_RECEIPT, receipt)
+        print(sync_id, outbox.append_in(session.connection(), "report.build", [1], key="k"))
+    async with AsyncSession(engine) as async_session, async_session.begin():
+        async_id: str | None = await outbox.append_in(async_session, "report.build", {"a": 1})
+        print(async_id)
