@@ -22,6 +22,7 @@ from .outbox import commit_to_handler
 from .outbox_cost import PRODUCERS, outbox_cost
 from .redis_cpu import redis_cpu_rows
 from .scenarios import drain_rate, enqueue_rate, start_latency
+from .sync_enqueue import sync_enqueue_rows
 
 
 def _fmt(samples: list[float], digits: int) -> str:
@@ -61,7 +62,7 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--listing-jobs", type=int, default=200_000)
     parser.add_argument(
         "--load",
-        default="drain,bulk,single,outbox,redis-cpu",
+        default="drain,bulk,single,sync,outbox,redis-cpu",
         help="rows under load (comma-separated)",
     )
     parser.add_argument("--load-seconds", type=float, default=4.0, help="outbox load duration")
@@ -114,6 +115,8 @@ async def _under_load(args: argparse.Namespace) -> None:
         await bulk_rows(args.runs)
     if "single" in rows:
         await single_enqueue_rows(args.runs)
+    if "sync" in rows:
+        await sync_enqueue_rows(args.runs)
     if "outbox" in rows:
         kinds = [kind for kind in args.outbox.split(",") if kind]
         await outbox_load_rows(args.runs, args.load_seconds, kinds)

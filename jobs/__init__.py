@@ -42,6 +42,7 @@ from .schedule import Schedule
 from .scheduler import JobScheduler
 from .settings import JobsSettings
 from .spi import JobDriver, JobInfo, JobPage, JobState, JobTypeStats, OutboxStore, WorkerInfo
+from .sync_queue import SyncJobQueue
 from .tokens import (
     JOB_DRIVER,
     JOB_HANDLER_REGISTRY,
@@ -73,6 +74,7 @@ __all__ = [
     "JobsSettings",
     # producing
     "JobQueue",
+    "SyncJobQueue",
     "NewJob",
     "JobDefinition",
     "define_job",

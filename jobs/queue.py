@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from framework import ApplicationContext
 
     from .handlers import JobHandlerRegistry, RegisteredHandler
+    from .sync_queue import SyncJobQueue
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -109,6 +110,15 @@ class JobQueue:
             return self._driver
         assert self._context is not None
         return self._context.get_value(JOB_DRIVER)
+
+    def sync(self) -> SyncJobQueue:
+        """This queue for sync code (threads with no event loop): a ``SyncJobQueue`` whose
+        calls run here, on the loop running now (call it on that loop: in a FastAPI lifespan,
+        say), or on a loop of its own in a thread when none runs. The queue's driver is not
+        closed by the SyncJobQueue."""
+        from .sync_queue import SyncJobQueue
+
+        return SyncJobQueue(self)
 
     @property
     def registry(self) -> JobHandlerRegistry | None:

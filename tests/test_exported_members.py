@@ -45,6 +45,7 @@ EXPORTED = {
         "JobsAutoConfiguration",
         "JobsSettings",
         "JobQueue",
+        "SyncJobQueue",
         "NewJob",
         "JobDefinition",
         "define_job",
