@@ -52,12 +52,11 @@ class JobsAutoConfiguration:
     @entry(JOB_QUEUE)
     def job_queue(
         self,
-        context: ApplicationContext,
+        job_driver: JobDriver,
         jobs_settings: JobsSettings,
         job_handler_registry: JobHandlerRegistry,
-        job_driver: JobDriver,
     ) -> JobQueue:
-        return JobQueue(context=context, settings=jobs_settings, registry=job_handler_registry)
+        return JobQueue(job_driver, settings=jobs_settings, registry=job_handler_registry)
 
     @entry(JOB_SCHEDULER)
     def job_scheduler(

@@ -56,7 +56,6 @@ registry has scanned the handlers), so a bad cron expression, time zone or paylo
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -69,19 +68,16 @@ from .clock import Clock, SystemClock, to_datetime
 from .errors import JobsError, ScheduleError
 from .failures import FailureStreak, describe_cause
 from .health import Health, StoreContact, build_health, store_name
-from .metrics import record_enqueued
 from .queue import JobQueue
 from .retry import exponential_backoff
 from .schedule import Schedule, occurrence_iso
 from .settings import JobsSettings
 from .supervision import Supervisor
-from .telemetry import enqueue_span, enqueued
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
 
     from .handlers import JobHandlerRegistry
-    from .spi.records import JobRequest
 
 DEFAULT_CATCH_UP_MS = 60_000
 DEFAULT_ENQUEUE_TIMEOUT_MS = 30_000
@@ -294,12 +290,17 @@ class JobScheduler:
             report.late.append(key)
             return "done"
         try:
-            with enqueue_span(schedule.job_type) as span:
-                request = self._request(schedule, occurrence)
-                async with asyncio.timeout(self.enqueue_timeout_ms / 1000):
-                    job_id = await self.queue.driver.enqueue(request)
-                enqueued(span, request, job_id)
-            record_enqueued(request.type, job_id is not None)
+            job_id = await self.queue._submit(
+                schedule.job,
+                schedule.job_payload,
+                delay_ms=None,
+                run_at=to_datetime(occurrence),
+                max_attempts=None,
+                timeout_ms=None,
+                key=key,
+                keep_until_ms=occurrence + self.catch_up_ms + KEY_MARGIN_MS,
+                timeout_s=self.enqueue_timeout_ms / 1000,
+            )
         except Exception as exc:
             self._store_failed(exc)
             self._enqueue_failures.failed(exc, then=f"{key} is left to the next pass")
@@ -323,17 +324,6 @@ class JobScheduler:
                 describe_cause(exc),
             )
         self._contact.failed(exc)
-
-    def _request(self, schedule: Schedule, occurrence: int) -> JobRequest:
-        request = self.queue.build_request(
-            schedule.job,
-            schedule.job_payload,
-            run_at=to_datetime(occurrence),
-            key=schedule.key(occurrence),
-        )
-        return dataclasses.replace(
-            request, keep_until_ms=occurrence + self.catch_up_ms + KEY_MARGIN_MS
-        )
 
     # -- collecting schedules ------------------------------------------------------------------
 
@@ -368,7 +358,13 @@ class JobScheduler:
 
     def _check_payload(self, schedule: Schedule) -> None:
         try:
-            self._request(schedule, self.clock.now_ms() // 1000 * 1000)
+            occurrence = self.clock.now_ms() // 1000 * 1000
+            self.queue.build_request(
+                schedule.job,
+                schedule.job_payload,
+                run_at=to_datetime(occurrence),
+                key=schedule.key(occurrence),
+            )
         except ValueError as exc:  # PayloadError, JobTypeError, a bad definition payload
             raise ScheduleError(
                 f"schedule {schedule.key_prefix!r}: its payload cannot be queued: {exc}"
