@@ -20,7 +20,15 @@ from typing import Any
 
 from loguru import logger
 
-from jobs import JobDriver, JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
+from jobs import (
+    JobDriver,
+    JobHandlerRegistry,
+    JobOutboxPublisher,
+    JobQueue,
+    JobRunner,
+    JobsSettings,
+    OutboxRelay,
+)
 from orm_sqlalchemy import (
     SQLAlchemyJobStore,
     SQLAlchemyOutboxStore,
@@ -42,7 +50,7 @@ def relay_and_runner(
 
     registry = JobHandlerRegistry()
     registry.register("order.placed", handler)
-    runner = JobRunner(jobs, registry, concurrency=10)
+    runner = JobRunner(jobs, registry, JobsSettings(concurrency=10))
     return runner, OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
 
 
