@@ -29,6 +29,7 @@ from .health import Health, LoopHealth
 from .inprocess import InProcessJobDriver
 from .outbox_relay import JobOutboxPublisher, OutboxRelay
 from .queue import JobQueue, NewJob
+from .redaction import redact_url
 from .retry import Backoff, exponential_backoff
 from .runner import JobRunner
 from .schedule import Schedule
@@ -84,6 +85,7 @@ __all__ = [
     # drivers and clocks
     "JobDriver",
     "InProcessJobDriver",
+    "redact_url",
     "Clock",
     "ManualClock",
     "SystemClock",

@@ -22,6 +22,8 @@ from typing import Any
 
 from loguru import logger
 
+from .redaction import redact_text
+
 __all__ = ["FailureStreak", "describe_cause"]
 
 _CAUSE_MAX_CHARS = 500
@@ -31,8 +33,8 @@ _explained: dict[str, float] = {}
 
 
 def describe_cause(error: BaseException) -> str:
-    """``Type: message`` on one line (whitespace collapsed, cut at a few hundred characters);
-    the message of the error that caused it is added when it says something more."""
+    """``Type: message`` on one line (whitespace collapsed, URLs redacted, cut at a few hundred
+    characters); the message of the error that caused it is added when it says something more."""
     text = " ".join(str(error).split())
     cause = error.__cause__
     if cause is not None:
@@ -40,6 +42,7 @@ def describe_cause(error: BaseException) -> str:
         if cause_text and cause_text not in text:
             text = f"{text} (caused by {type(cause).__name__}: {cause_text})"
     head = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    head = redact_text(head[: _CAUSE_MAX_CHARS * 2])
     return head if len(head) <= _CAUSE_MAX_CHARS else head[: _CAUSE_MAX_CHARS - 3] + "..."
 
 

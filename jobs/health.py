@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .failures import describe_cause
+from .redaction import redact_text
 from .supervision import LoopHealth, Supervisor
 
 __all__ = ["Health", "LoopHealth", "StoreContact", "build_health", "store_name"]
@@ -104,8 +105,8 @@ def build_health(
 
 
 def store_name(store: object) -> str:
-    """The store's own ``repr`` when it has one (SQL stores show their URL, password hidden),
-    else its class name."""
+    """The store's own ``repr`` when it has one (SQL stores show their URL), any URL in it
+    through ``redact_url``; else its class name."""
     if type(store).__repr__ is object.__repr__:
         return type(store).__name__
-    return repr(store)
+    return redact_text(repr(store))

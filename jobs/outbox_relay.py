@@ -40,6 +40,7 @@ from .telemetry import (
     current,
     describe_error,
     end_publish_span,
+    error_summary,
     start_publish_span,
     traceparent_for,
 )
@@ -148,10 +149,9 @@ class OutboxRelay(BackgroundService):
             await self._hand_over(await claiming)
         except Exception as exc:
             logger.warning(
-                "handing over the batch claimed ahead failed at stop ({}: {}); its entries wait "
+                "handing over the batch claimed ahead failed at stop ({}); its entries wait "
                 "for their lease",
-                type(exc).__name__,
-                exc,
+                error_summary(exc),
             )
 
     async def _loop(self) -> None:
@@ -193,10 +193,9 @@ class OutboxRelay(BackgroundService):
             for span in spans:
                 end_publish_span(span, exc)
             logger.warning(
-                "publishing a batch of {} outbox entries failed ({}: {}); publishing one by one",
+                "publishing a batch of {} outbox entries failed ({}); publishing one by one",
                 len(entries),
-                type(exc).__name__,
-                exc,
+                error_summary(exc),
             )
             for entry in entries:
                 await self._publish(entry)

@@ -36,6 +36,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from .redaction import redact_text
 from .spi.records import ClaimedJob, JobRequest
 
 if TYPE_CHECKING:
@@ -44,7 +45,10 @@ if TYPE_CHECKING:
 _tracer = trace.get_tracer("neverlost")
 _propagator = TraceContextTextMapPropagator()
 _ERROR_TAIL_LINES = 12
-_ERROR_MAX_CHARS = 4_000
+MAX_ERROR_CHARS = 4_000
+"""The bound of an error's text wherever the library keeps or shows it: a job's stored
+``last_error`` (``describe_error``), log lines and span status/attributes (``error_summary``)."""
+_CUT = "… ({} characters cut)"
 MESSAGING_SYSTEM = "neverlost"
 _NO_SDK = (ProxyTracerProvider, NoOpTracerProvider)
 _sdk_installed = False
@@ -194,8 +198,7 @@ def traceparent_for(span: Span, fallback: str | None) -> str | None:
 
 def end_publish_span(span: Span, error: BaseException | None = None) -> None:
     if error is not None and span.is_recording():
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        record_error(span, error)
     span.end()
 
 
@@ -239,18 +242,50 @@ def end_span(span: Span, outcome: str, duration_ms: float, error: BaseException 
         span.set_attribute("job.outcome", outcome)
         span.set_attribute("job.duration_ms", duration_ms)
         if error is not None:
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            record_error(span, error)
     span.end()
 
 
+def record_error(span: Span, error: BaseException) -> None:
+    """The span's ``exception`` event and ERROR status, each text cut to ``MAX_ERROR_CHARS``
+    with its URLs redacted: a handler's 5 MB message would otherwise make a span of ~10 MB
+    (message and stack trace), which OTLP exporters refuse (4 MB)."""
+    message = bounded_error_text(str(error))
+    stacktrace = bounded_error_text("".join(traceback.format_exception(error)))
+    span.add_event(
+        "exception",
+        {
+            "exception.type": type(error).__name__,
+            "exception.message": message,
+            "exception.stacktrace": stacktrace,
+        },
+    )
+    span.set_status(Status(StatusCode.ERROR, error_summary(error)))
+
+
+def bounded_error_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` with its URLs redacted, cut to ``limit`` characters (saying how many went)."""
+    shown = redact_text(text[: limit * 2])
+    if len(text) <= limit and len(shown) <= limit:
+        return shown
+    note = _CUT.format(len(text) - limit)
+    return shown[: limit - len(note)] + note
+
+
+def error_summary(error: BaseException) -> str:
+    """``Type: message`` for a log line or a span status: URLs redacted, cut to the bound of a
+    stored error (``MAX_ERROR_CHARS``)."""
+    return bounded_error_text(f"{type(error).__name__}: {error}")
+
+
 def describe_error(error: BaseException) -> str:
-    """``Type: message`` and the tail of the traceback, as kept in a job's ``last_error``."""
-    head = f"{type(error).__name__}: {error}"
+    """``Type: message`` and the tail of the traceback, as kept in a job's ``last_error``: URLs
+    redacted, at most ``MAX_ERROR_CHARS``."""
+    head = error_summary(error)
     frames = traceback.format_exception(type(error), error, error.__traceback__)
     tail = "".join(frames[1:-1]).rstrip().splitlines()[-_ERROR_TAIL_LINES:]
     text = head if not tail else head + "\n" + "\n".join(tail)
-    return text[:_ERROR_MAX_CHARS]
+    return bounded_error_text(text)
 
 
 def _loguru_context() -> ContextVar[dict[str, Any]] | None:
@@ -286,24 +321,22 @@ def bind_job_logs(job: ClaimedJob) -> None:
 
 def log_retry(job: ClaimedJob, max_attempts: int, delay_ms: int, error: BaseException) -> None:
     logger.bind(job_id=job.id, job_type=job.type, attempt=job.attempt).warning(
-        "job {} ({}) attempt {}/{} failed, retrying in {} ms: {}: {}",
+        "job {} ({}) attempt {}/{} failed, retrying in {} ms: {}",
         job.type,
         job.id,
         job.attempt,
         max_attempts,
         delay_ms,
-        type(error).__name__,
-        error,
+        error_summary(error),
     )
 
 
 def log_failure(job: ClaimedJob, max_attempts: int, error: BaseException) -> None:
     logger.bind(job_id=job.id, job_type=job.type, attempt=job.attempt).error(
-        "job {} ({}) failed for good after attempt {}/{}: {}: {}",
+        "job {} ({}) failed for good after attempt {}/{}: {}",
         job.type,
         job.id,
         job.attempt,
         max_attempts,
-        type(error).__name__,
-        error,
+        error_summary(error),
     )

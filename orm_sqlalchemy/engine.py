@@ -59,6 +59,8 @@ try:
 except ImportError:  # pragma: no cover - SQLAlchemy 2.0
     from sqlalchemy.util import await_only as _await
 
+from jobs.spi.support import redact_url
+
 from ._process_lock import ProcessWriterLock, writer_lock_path
 
 __all__ = [
@@ -223,18 +225,19 @@ def normalize_url(url: str | URL) -> URL:
     ``postgres://`` and ``postgresql://`` become ``postgresql+asyncpg://`` (Heroku-style URLs
     work as given). Any other scheme is a ValueError naming the accepted ones."""
     try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
+        parsed: URL | None = make_url(url)
+    except (ArgumentError, ValueError):  # their messages quote the URL: neither chained nor kept
+        parsed = None
+    if parsed is None:
         raise ValueError(
-            f"cannot parse database URL {str(url)!r}; accepted schemes: "
+            f"cannot parse database URL {redact_url(url)!r}; accepted schemes: "
             + ", ".join(ACCEPTED_SCHEMES)
-        ) from exc
+        )
     driver = _ASYNC_DRIVERS.get(parsed.drivername.lower())
     if driver is None:
         raise ValueError(
             f"unsupported database URL scheme {parsed.drivername + '://'!r} in "
-            f"{parsed.render_as_string(hide_password=True)!r}; accepted schemes: "
-            + ", ".join(ACCEPTED_SCHEMES)
+            f"{redact_url(parsed)!r}; accepted schemes: " + ", ".join(ACCEPTED_SCHEMES)
         )
     return parsed.set(drivername=driver)
 

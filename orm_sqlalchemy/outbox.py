@@ -75,6 +75,7 @@ from jobs.spi.support import (
     check_name,
     current_traceparent,
     encode_payload,
+    redact_url,
     resolve_job,
 )
 
@@ -171,7 +172,7 @@ class SQLAlchemyOutboxStore:
         dialect = self._engine.dialect
         self._postgres = dialect.name == "postgresql"
         self._sqlite = is_sqlite(self._engine)
-        url_text = self._engine.url.render_as_string(hide_password=True)
+        url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.fullname})"
         self._sql = load_statements(
             dialect.name, dialect.identifier_preparer.format_table(self._table), resource="outbox"

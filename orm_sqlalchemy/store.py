@@ -51,7 +51,7 @@ from jobs.spi import (
     JobRequest,
     JobStateCounts,
 )
-from jobs.spi.support import Clock, ManualClock, Retention
+from jobs.spi.support import Clock, ManualClock, Retention, redact_url
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
@@ -114,7 +114,7 @@ class SQLAlchemyJobStore(SQLOperations):
         check_engine(self._engine)
         configure_sqlite(self._engine)
         self._postgres = dialect.name == "postgresql"
-        url_text = self._engine.url.render_as_string(hide_password=True)
+        url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
         quoted = dialect.identifier_preparer.format_table
         self._sql = load_statements(dialect.name, quoted(self._schema.jobs)) | load_statements(

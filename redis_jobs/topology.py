@@ -30,6 +30,8 @@ from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisClusterException, RedisError
 
+from jobs.spi.support import redact_url
+
 from .keys import Keys
 
 RedisClient = Redis | RedisCluster
@@ -155,14 +157,28 @@ class Topology:
 
 
 def client_from_url(url: str) -> Redis | RedisCluster:
-    """A client for ``url`` (see the module docstring), with retries on dropped connections."""
+    """A client for ``url`` (see the module docstring), with retries on dropped connections.
+
+    A URL redis-py cannot read is a ValueError that shows it through ``redact_url``; redis-py's
+    own message is added only for a URL without userinfo, since it may quote a piece of it (a
+    password holding a ``/`` is read as a port: "Port could not be cast ... as 'pa'").
+    """
     scheme, _, rest = url.partition("://")
     if scheme in SENTINEL_SCHEMES:
         return _sentinel_client(url)
-    if scheme in CLUSTER_SCHEMES:
-        base = scheme.removesuffix("+cluster")
-        return RedisCluster.from_url(f"{base}://{rest}", retry=owned_retry())
-    return Redis.from_url(url, retry=owned_retry())
+    try:
+        if scheme in CLUSTER_SCHEMES:
+            base = scheme.removesuffix("+cluster")
+            return RedisCluster.from_url(f"{base}://{rest}", retry=owned_retry())
+        return Redis.from_url(url, retry=owned_retry())
+    except ValueError as exc:
+        why = " ".join(str(exc).split()) if "@" not in url else "it cannot be read"
+    raise ValueError(  # out of the except block: redis-py's error is not kept as the context
+        f"malformed Redis url {redact_url(url)!r} ({why}): it reads "
+        "redis://[[user]:password@]host[:port][/db][?option=value] (or rediss://, unix://, "
+        "redis+cluster://, redis+sentinel://), reserved characters (/ ? # @ :) in a password "
+        "percent-encoded"
+    )
 
 
 def owned_retry() -> Retry:
@@ -181,7 +197,12 @@ def owned_retry() -> Retry:
 
 
 def _sentinel_client(url: str) -> Redis:
-    parts = urlsplit(url)
+    """The Sentinel-managed primary's client. A malformed URL's error quotes no piece of it
+    (a piece could be part of a password holding a reserved character), only ``redact_url``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unbalanced "[" (IPv6)
+        raise _malformed(url, "its address cannot be read") from None
     netloc = parts.netloc.rsplit("@", 1)
     credentials = netloc[0] if len(netloc) == 2 else ""
     hosts = netloc[-1]
@@ -189,10 +210,10 @@ def _sentinel_client(url: str) -> Redis:
     if not hosts or not path or len(path) > 2:
         raise _malformed(url, "it names no sentinel or no service")
     sentinels = []
-    for host in hosts.split(","):
+    for number, host in enumerate(hosts.split(","), start=1):
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit():
-            raise _malformed(url, f"{host!r} is not host:port")
+            raise _malformed(url, f"sentinel address {number} is not host:port")
         sentinels.append((name.strip("[]"), int(port)))
     options: dict[str, Any] = {"retry": owned_retry()}
     if credentials:
@@ -203,7 +224,7 @@ def _sentinel_client(url: str) -> Redis:
             options["password"] = unquote(password)
     if len(path) == 2:
         if not path[1].isdigit():
-            raise _malformed(url, f"the db {path[1]!r} is not a number")
+            raise _malformed(url, "the db after the service name is not a number")
         options["db"] = int(path[1])
     if parts.scheme == "rediss+sentinel":
         options["ssl"] = True
@@ -214,8 +235,9 @@ def _sentinel_client(url: str) -> Redis:
 
 def _malformed(url: str, why: str) -> ValueError:
     return ValueError(
-        f"malformed Sentinel url {url!r} ({why}): it reads "
-        "redis+sentinel://[user:password@]host:port[,host:port...]/service_name[/db]"
+        f"malformed Sentinel url {redact_url(url)!r} ({why}): it reads "
+        "redis+sentinel://[user:password@]host:port[,host:port...]/service_name[/db], reserved "
+        "characters (/ ? # @ :) in a password percent-encoded"
     )
 
 

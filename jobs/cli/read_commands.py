@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,9 +23,11 @@ from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
-from .render import cell_text, console, json_option, one_line, print_json, table
+from .redact import redact_keys_option
+from .render import cell_text, console, json_option, literal, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
 from .target import Target, id_target_options, target_options, target_spec
+from .terminal import terminal_text
 
 STAT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
@@ -64,7 +68,7 @@ def _stats_renderable(view: dict[str, Any], store: str) -> Group:
         notes.append(f"due but no live worker handles: {', '.join(unserved)}")
     if not rows:
         notes.insert(0, "no jobs")
-    return Group(shown, Text("; ".join(notes)))
+    return Group(shown, literal("; ".join(notes)))
 
 
 @cli.command()
@@ -181,9 +185,10 @@ def jobs() -> None:
 @click.option("--type", "job_type", help="Only jobs of this type.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--cursor", help="Continue after a previous page (its next_cursor).")
+@redact_keys_option
 def list_jobs(
     as_json: bool, state: str | None, job_type: str | None, limit: int, cursor: str | None,
-    **params: Any,
+    redact: Callable[[Any], Any] | None, **params: Any,
 ) -> None:  # fmt: skip
     """Jobs newest first, a page at a time."""
 
@@ -195,7 +200,10 @@ def list_jobs(
         except ValueError as exc:
             raise CliUsageError(str(exc)) from None
         if as_json:
-            print_json({"jobs": page.jobs, "next_cursor": page.next_cursor})
+            jobs = page.jobs
+            if redact is not None:  # only --json shows payloads
+                jobs = [dataclasses.replace(job, payload=redact(job.payload)) for job in jobs]
+            print_json({"jobs": jobs, "next_cursor": page.next_cursor})
             return
         columns = ["id", "type", "state", "attempts", "run_at", "last_error"]
         rows = [
@@ -229,7 +237,14 @@ def list_jobs(
 @id_target_options
 @json_option
 @click.option("--key", help="Show the job holding this idempotency key instead of an ID.")
-def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params: Any) -> None:
+@redact_keys_option
+def show_job(
+    job_ids: tuple[str, ...],
+    as_json: bool,
+    key: str | None,
+    redact: Callable[[Any], Any] | None,
+    **params: Any,
+) -> None:
     """One job: payload, attempts, every error, timestamps, key."""
     if len(job_ids) + (key is not None) != 1:
         raise CliUsageError("give one job ID or --key")
@@ -243,6 +258,8 @@ def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params:
             info = await target.queue.get_job(job_id)
         if info is None:
             raise CommandFailed(f"no job {'with key ' + repr(key) if key else repr(job_id)}")
+        if redact is not None:
+            info = dataclasses.replace(info, payload=redact(info.payload))
         if as_json:
             print_json(info)
             return
@@ -255,10 +272,10 @@ def show_job(job_ids: tuple[str, ...], as_json: bool, key: str | None, **params:
         ]  # fmt: skip
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
-        out.print(Panel(Pretty(info.payload), title="payload", title_align="left"))
+        out.print(Panel(Pretty(info.payload), title=Text("payload"), title_align="left"))
         for failed in info.errors:
-            title = f"attempt {failed.attempt} failed at {cell_text(failed.at)}"
-            out.print(Panel(Text(failed.error), title=title, title_align="left"))
+            title = Text(f"attempt {failed.attempt} failed at {cell_text(failed.at).plain}")
+            out.print(Panel(literal(failed.error, multiline=True), title=title, title_align="left"))
 
     run_on_target(target_spec(params), work)
 
@@ -300,7 +317,7 @@ def healthcheck(as_json: bool, min_workers: int, timeout: float, **params: Any) 
             print_json(report)
         elif report["healthy"]:
             click.echo(
-                f"healthy: {report['store']} answered in {report['store_ms']} ms"
+                f"healthy: {terminal_text(report['store'])} answered in {report['store_ms']} ms"
                 + (f", {report['workers']} live worker(s)" if min_workers else "")
             )
         if not report["healthy"]:

@@ -1,4 +1,11 @@
-"""Output: ``--json`` for scripts (one JSON document on stdout), rich tables for people."""
+"""Output: ``--json`` for scripts (one JSON document on stdout), rich tables for people.
+
+What a store holds is data, never markup or terminal commands: job types, keys, errors,
+payloads and worker hosts are printed literally. The console reads no Rich markup or emoji
+codes (a job type ``[/bold]`` would raise MarkupError, ``[link=...]`` would make a link), and
+every string it renders has its control characters (ESC, and so clear-screen or window-title
+sequences; C1 codes such as CSI) shown as ``\\x1b``-style escapes (``terminal_text``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,9 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from .terminal import terminal_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,9 +54,28 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(plain(value), indent=2, ensure_ascii=False))
 
 
-def console() -> Console:
-    """A console on stdout; no colour codes and PIPE_WIDTH columns when it is not a terminal."""
-    out = Console(highlight=False, soft_wrap=False)
+def literal(value: object, *, multiline: bool = False) -> Text:
+    """``value`` as a Rich ``Text``: never read as markup, control characters escaped."""
+    return Text(terminal_text(value, multiline=multiline))
+
+
+class SafeConsole(Console):
+    """A console that reads no markup or emoji codes and escapes the control characters of
+    every string it renders (table cells and titles included); newlines stay."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(markup=False, emoji=False, highlight=False, **options)
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        options["markup"] = False
+        options["emoji"] = False
+        return super().render_str(terminal_text(text, multiline=True), **options)
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console on stdout (or stderr) for stored strings (``SafeConsole``); no colour codes
+    and PIPE_WIDTH columns when it is not a terminal."""
+    out = SafeConsole(soft_wrap=False, stderr=stderr)
     if not out.is_terminal and "COLUMNS" not in os.environ:
         out.width = PIPE_WIDTH
     return out
@@ -55,7 +84,9 @@ def console() -> Console:
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
     """A table whose cells are shown as text (numbers right-aligned)."""
     cells = [list(row) for row in rows]
-    result = Table(title=title, title_justify="left", expand=False)
+    result = Table(
+        title=literal(title) if title is not None else None, title_justify="left", expand=False
+    )
     for index, name in enumerate(columns):
         numeric = bool(cells) and all(isinstance(row[index], int | float) for row in cells)
         result.add_column(
@@ -69,14 +100,15 @@ def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any
     return result
 
 
-def cell_text(value: Any) -> str:
+def cell_text(value: Any) -> Text:
+    """A table cell: literal text on one line (see ``terminal_text``)."""
     if value is None:
-        return "-"
+        return Text("-")
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        return Text(value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ"))
     if isinstance(value, list | tuple | frozenset | set):
-        return ", ".join(str(v) for v in value) or "-"
-    return str(value)
+        return literal(", ".join(str(v) for v in value) or "-")
+    return literal(value)
 
 
 def one_line(text: str | None, width: int = 60) -> str | None:

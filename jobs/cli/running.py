@@ -10,6 +10,7 @@ from redis import exceptions as redis_errors
 from sqlalchemy import exc as sql_errors
 
 from ..errors import DriverError
+from ..redaction import redact_text
 from .errors import StoreError
 from .target import Target, TargetSpec, describe_store, open_target
 
@@ -26,11 +27,12 @@ STORE_FAILURES: tuple[type[BaseException], ...] = (
 
 
 def describe_failure(exc: BaseException) -> str:
-    """The cause of a store failure in one line (the innermost meaningful message)."""
+    """The cause of a store failure in one line (the innermost meaningful message, any URL
+    in it redacted)."""
     text = " ".join(str(exc).split())
     if isinstance(exc, sql_errors.DBAPIError) and exc.orig is not None:
         text = " ".join(str(exc.orig).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return redact_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
 def run_on_target(spec: TargetSpec, work: Callable[[Target], Awaitable[T]]) -> T:

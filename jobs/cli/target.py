@@ -8,7 +8,6 @@ are known), and close it afterwards. ``--url`` opens a driver alone.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from framework import ApplicationContext, FrameworkError, start_lifecycles
 
 from ..health import store_name
 from ..queue import JobQueue
+from ..redaction import redact_url
 from ..spi import JobDriver
 from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_QUEUE
 from .errors import CliUsageError
@@ -159,7 +159,7 @@ def driver_from_url(
     if f"{scheme}://" in ACCEPTED_SCHEMES:
         return _sql_store(url, namespace, table_prefix)
     shown = f"the unknown scheme {scheme!r}" if scheme else "no scheme"
-    raise CliUsageError(f"--url {redact(url)!r} has {shown}; use {ACCEPTED}")
+    raise CliUsageError(f"--url {redact_url(url)!r} has {shown}; use {ACCEPTED}")
 
 
 def _redis_driver(url: str, namespace: str | None, table_prefix: str | None) -> JobDriver:
@@ -170,7 +170,7 @@ def _redis_driver(url: str, namespace: str | None, table_prefix: str | None) -> 
     try:
         return RedisJobDriver(url=url, namespace=namespace or "jobs")
     except ValueError as exc:
-        raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
+        raise CliUsageError(f"--url {redact_url(url)!r}: {exc}") from None
 
 
 def _sql_store(url: str, namespace: str | None, table_prefix: str | None) -> JobDriver:
@@ -183,12 +183,7 @@ def _sql_store(url: str, namespace: str | None, table_prefix: str | None) -> Job
             return SQLAlchemyJobStore(url)
         return SQLAlchemyJobStore(url, table_prefix=table_prefix)
     except (ValueError, ImportError) as exc:
-        raise CliUsageError(f"--url {redact(url)!r}: {exc}") from None
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+        raise CliUsageError(f"--url {redact_url(url)!r}: {exc}") from None
 
 
 def describe_store(driver: JobDriver) -> str:

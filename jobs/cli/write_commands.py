@@ -6,15 +6,15 @@ import asyncio
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .durations import Duration, format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
-from .render import json_option, print_json
+from .render import console, json_option, print_json
 from .running import run_on_target
 from .target import Target, id_target_options, target_options, target_spec
+from .terminal import terminal_text
 
 PAGE = 500
 PARALLEL = 16
@@ -26,7 +26,7 @@ async def _each(ids: list[str], action: Any, label: str, quiet: bool) -> dict[st
     results: dict[str, bool] = {}
     gate = asyncio.Semaphore(PARALLEL)
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    bar = Console(stderr=True)
+    bar = console(stderr=True)
     shown = not quiet and len(ids) > 1 and bar.is_terminal
     with Progress(*columns, console=bar, disable=not shown, transient=True) as progress:
         task = progress.add_task(label, total=len(ids))
@@ -68,7 +68,7 @@ def _report(verb: str, results: dict[str, bool], states: dict[str, str], as_json
         print_json({verb: moved, "refused": refused})
     else:
         for job_id in moved:
-            click.echo(f"{verb} {job_id}")
+            click.echo(f"{verb} {terminal_text(job_id)}")
         click.echo(f"{len(moved)} job(s) {verb}")
     if refused:
         detail = ", ".join(f"{job_id} ({state})" for job_id, state in refused.items())

@@ -9,6 +9,7 @@ reaches into the engine's modules (and those modules may move without breaking d
 - ``Retention``: how long finished jobs (and so their keys) are kept;
 - ``Coalescer``: calls that arrive while one is in flight go to the store together, next;
 - ``current_traceparent``: the W3C traceparent of the caller's span, for an outbox entry;
+- ``redact_url``: a URL as a message, a log line or a ``repr`` may show it (no password);
 - the operations' argument checks and list cursors (``encode_cursor``/``decode_cursor``), so
   every driver pages the same way.
 """
@@ -31,6 +32,7 @@ from ..operations import (
     encode_cursor,
 )
 from ..payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
+from ..redaction import redact_url
 from ..settings import Retention
 from ..telemetry import current_traceparent
 
@@ -52,6 +54,8 @@ __all__ = [
     "Retention",
     "Coalescer",
     "current_traceparent",
+    # messages
+    "redact_url",
     # operations
     "encode_cursor",
     "decode_cursor",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -27,6 +30,8 @@ def create_dashboard(
     refresh_ms: int = DEFAULT_REFRESH_MS,
     title: str = "neverlost",
     csrf_secret: bytes | None = None,
+    redact: Callable[[Any], Any] | None = None,
+    banner: str | None = None,
 ) -> Starlette:
     """The dashboard as an ASGI app: mount it (``app.mount("/jobs", dashboard)``) or serve it.
 
@@ -34,6 +39,11 @@ def create_dashboard(
     POSTs carrying a CSRF token. It has no authentication of its own: put it behind your app's.
     ``csrf_secret`` (bytes) lets several processes serving one dashboard accept each other's
     tokens; by default each app makes its own.
+
+    ``redact`` maps a job's payload to what the job page shows (the stored payload is not
+    changed): ``jobs.redaction.redact_keys(["password", "ssn"])`` shows those keys' values, at
+    any depth, as ``"***"``. ``banner`` is a warning shown at the top of every page (``neverlost
+    dashboard`` sets one when it listens beyond loopback).
     """
     if refresh_ms < 250:
         raise ValueError(
@@ -41,8 +51,10 @@ def create_dashboard(
         )
     source = DashboardSource(queue_or_context)
     csrf = CsrfTokens(csrf_secret)
-    renderer = Renderer(allow_actions=allow_actions, refresh_ms=refresh_ms, title=title, csrf=csrf)
-    pages = Pages(source, renderer)
+    renderer = Renderer(
+        allow_actions=allow_actions, refresh_ms=refresh_ms, title=title, csrf=csrf, banner=banner
+    )
+    pages = Pages(source, renderer, redact=redact)
     actions = Actions(source, renderer, csrf)
     routes = [
         Route("/", pages.overview, name="overview"),

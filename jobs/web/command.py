@@ -1,8 +1,10 @@
-"""``neverlost dashboard (APP | --url) [--host H] [--port P] [--allow-actions]``: serve it.
+"""``neverlost dashboard (APP | --url) [--host H] [--port P] [--allow-actions]
+[--redact-keys K,...]``: serve it.
 
 Imported lazily by the ``neverlost`` group (``jobs.cli.group.LAZY_COMMANDS``), so the worker
 command never loads the web stack. The dashboard has no login: by default it listens on
-loopback only, and a non-loopback host with actions on gets a warning.
+loopback only; on any other host it logs a warning and every page shows one (job payloads and
+errors are readable by whoever reaches the address).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import Any
 
 import click
 import uvicorn
+from loguru import logger
 
 from ..cli.errors import CliUsageError, StoreError
+from ..cli.redact import redact_keys_option
 from ..cli.running import STORE_FAILURES, describe_failure
 from ..cli.target import open_target, target_options, target_spec
 from .app import create_dashboard
@@ -41,18 +45,17 @@ DEFAULT_PORT = 8000
     is_flag=True,
     help="Show retry, cancel and delete buttons (off: read-only, every POST answers 403).",
 )
+@redact_keys_option
 def dashboard(**params: Any) -> None:
     """Serve the web dashboard of the store (overview, jobs, schedules) until interrupted."""
     spec = target_spec(params)
     host: str = params["host"]
     port: int = params["port"]
     allow_actions: bool = params["allow_actions"]
-    if allow_actions and not _is_loopback(host):
-        click.echo(
-            f"warning: the dashboard has no login and actions are on, listening on {host}; "
-            "put it behind your own authentication",
-            err=True,
-        )
+    redact = params["redact"]
+    banner = None if _is_loopback(host) else exposure_warning(host, allow_actions)
+    if banner is not None:
+        logger.warning("{}", banner)
 
     async def serve() -> None:
         try:
@@ -60,7 +63,12 @@ def dashboard(**params: Any) -> None:
         except STORE_FAILURES as exc:
             raise StoreError(f"store unreachable: {describe_failure(exc)}") from None
         try:
-            app = create_dashboard(target.context or target.queue, allow_actions=allow_actions)
+            app = create_dashboard(
+                target.context or target.queue,
+                allow_actions=allow_actions,
+                redact=redact,
+                banner=banner,
+            )
             sock = _listen(host, port)
             mode = "actions on" if allow_actions else "read-only"
             url = f"http://{_authority(host, sock.getsockname()[1])}/"
@@ -111,6 +119,21 @@ def _listen(host: str, port: int) -> socket.socket:
 
 def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def exposure_warning(host: str, allow_actions: bool) -> str:
+    """What a dashboard listening on ``host`` (not loopback) warns about."""
+    actions = (
+        " and actions are on: anyone who reaches it can retry, cancel and delete jobs"
+        if allow_actions
+        else ""
+    )
+    return (
+        f"this dashboard listens on {host}, beyond this machine, with no login{actions}; every "
+        "job's payload and errors are readable there. Put it behind your own authentication "
+        "(or serve it on 127.0.0.1 and reach it through an SSH tunnel); --redact-keys hides "
+        "payload fields"
+    )
 
 
 def _is_loopback(host: str) -> bool:

@@ -1,5 +1,10 @@
 """Request guard: read-only mode, the CSRF cookie, and headers that keep job data inert.
 
+Every response (pages, errors, the read-only 403, static files) says: no framing by any page
+(``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'``, so no clickjacking of the action
+buttons), no caching (``Cache-Control: no-store``: payloads and errors are not left in a
+browser's or a proxy's cache), no MIME sniffing, no referrer sent off the dashboard.
+
 CSRF: each browser gets a random cookie (HttpOnly, SameSite=Strict, scoped to the mount path);
 a form carries HMAC(secret, cookie). A cross-site page can neither read the cookie nor compute
 the token, and a cookie planted by a sibling subdomain is useless without the server's secret.
@@ -24,8 +29,15 @@ CSRF_FIELD = "csrf_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'self'; base-uri 'none'"
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+}
 
 
 class CsrfTokens:
@@ -65,6 +77,7 @@ class DashboardGuard:
                 "This dashboard is read-only: create_dashboard(..., allow_actions=True) "
                 "enables retry, cancel and delete.",
                 status_code=403,
+                headers=SECURITY_HEADERS,
             )
             await response(scope, receive, send)
             return
@@ -76,9 +89,8 @@ class DashboardGuard:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                headers.setdefault("content-security-policy", CONTENT_SECURITY_POLICY)
-                headers.setdefault("x-content-type-options", "nosniff")
-                headers.setdefault("referrer-policy", "same-origin")
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
                 if existing is None:
                     headers.append(
                         "set-cookie",

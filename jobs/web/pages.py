@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..failures import describe_cause
 from ..spi import JOB_STATES
-from .formatting import now_ms
+from .formatting import now_ms, pretty_json
 
 if TYPE_CHECKING:
     from .render import Renderer
@@ -19,12 +22,41 @@ COUNT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 MAX_SEARCH_LENGTH = 512
+PAYLOAD_PREVIEW_CHARS = 20_000
+"""A job page shows this much of a payload (pretty-printed) unless asked for all of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadView:
+    """A payload as the job page shows it: redacted, pretty-printed, maybe cut."""
+
+    text: str
+    total_chars: int
+    cut: bool
+
+    @property
+    def shown_chars(self) -> int:
+        return len(self.text)
+
+    @classmethod
+    def of(cls, payload: Any, *, whole: bool) -> PayloadView:
+        text = pretty_json(payload)
+        if whole or len(text) <= PAYLOAD_PREVIEW_CHARS:
+            return cls(text, len(text), cut=False)
+        return cls(text[:PAYLOAD_PREVIEW_CHARS], len(text), cut=True)
 
 
 class Pages:
-    def __init__(self, source: DashboardSource, renderer: Renderer) -> None:
+    def __init__(
+        self,
+        source: DashboardSource,
+        renderer: Renderer,
+        *,
+        redact: Callable[[Any], Any] | None = None,
+    ) -> None:
         self.source = source
         self.renderer = renderer
+        self.redact = redact
 
     async def overview(self, request: Request) -> Response:
         stats = await self.source.stats()
@@ -89,12 +121,15 @@ class Pages:
         job = await self.source.job(job_id)
         if job is None:
             raise HTTPException(404, "no such job: it never existed, or retention removed it")
+        payload = job.payload if self.redact is None else self.redact(job.payload)
+        whole = request.query_params.get("payload") == "all"
         return self.renderer.page(
             request,
             "job.html",
             nav="jobs",
             now=now_ms(),
             job=job,
+            payload=PayloadView.of(payload, whole=whole),
             errors=job.errors,
         )
 
@@ -111,7 +146,7 @@ class Pages:
 
     async def failure(self, request: Request, exc: Exception) -> Response:
         """Anything else (the store is down, most often): a 503 page naming it, not a blank 500."""
-        detail = f"the job store failed this request: {type(exc).__name__}: {exc}"
+        detail = f"the job store failed this request: {describe_cause(exc)}"
         return await self.error(request, HTTPException(503, detail))
 
     async def error(self, request: Request, exc: Exception) -> Response:

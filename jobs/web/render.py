@@ -15,13 +15,21 @@ from .guard import CSRF_FIELD, CsrfTokens, csrf_cookie
 from .links import link
 
 PACKAGE_DIR = Path(__file__).parent
-ASSET_VERSION = "1"
+ASSET_VERSION = "2"
 
 
 class Renderer:
     """Renders templates with the helpers every page needs (links, the CSRF field, flags)."""
 
-    def __init__(self, *, allow_actions: bool, refresh_ms: int, title: str, csrf: CsrfTokens):
+    def __init__(
+        self,
+        *,
+        allow_actions: bool,
+        refresh_ms: int,
+        title: str,
+        csrf: CsrfTokens,
+        banner: str | None = None,
+    ):
         environment = jinja2.Environment(
             loader=jinja2.FileSystemLoader(PACKAGE_DIR / "templates"),
             autoescape=True,
@@ -33,6 +41,7 @@ class Renderer:
         self.refresh_ms = refresh_ms
         self.title = title
         self.csrf = csrf
+        self.banner = banner
 
     def page(
         self, request: Request, template: str, status_code: int = 200, **context: Any
@@ -45,5 +54,6 @@ class Renderer:
             allow_actions=self.allow_actions,
             refresh_ms=self.refresh_ms,
             title=self.title,
+            banner=self.banner,
         )
         return self.templates.TemplateResponse(request, template, context, status_code=status_code)
