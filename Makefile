@@ -17,7 +17,7 @@ LATEST := .venv-latest
 export UV_PYTHON_DOWNLOADS := never
 unexport VIRTUAL_ENV
 
-.PHONY: install lock upgrade run test test-all test-latest lint typecheck bench chaos dist clean
+.PHONY: install lock upgrade run test test-all test-latest lint typecheck bench chaos docs dist clean
 
 $(UV_STAMP):
 	rm -rf $(TOOLS)
@@ -75,9 +75,13 @@ bench: install
 chaos: install
 	$(BIN)/python -m jobs.testing.chaos
 
+# The documentation site (MkDocs + Material) into site/; strict: a broken link or reference fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # The wheel and the sdist, into dist/.
 dist: $(UV_STAMP)
 	$(UV) build --quiet
 
 clean:
-	rm -rf $(VENV) $(LATEST) $(TOOLS) dist .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST) $(TOOLS) dist site .mypy_cache .pytest_cache .ruff_cache

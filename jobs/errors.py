@@ -13,6 +13,7 @@ JobsError
  +-- JobTimeoutError (TimeoutError)    a handler ran past its timeout (recorded as the job's error)
  +-- LeaseExpiredError                 a job's lease ran out with no attempts left
  +-- PermanentError                    raised by a handler: fail the job now, no more attempts
+ |    +-- HandlerExitError              a handler raised SystemExit or KeyboardInterrupt
  +-- RetryLater                        raised by a handler: retry after ``delay_ms``
 """
 
@@ -84,6 +85,21 @@ class LeaseExpiredError(JobsError):
 
 class PermanentError(JobsError):
     """Raise from a handler to fail the job for good at once (its message is the error kept)."""
+
+
+class HandlerExitError(PermanentError):
+    """A handler raised ``SystemExit`` or ``KeyboardInterrupt`` (``sys.exit()``, say): its job
+    fails for good with this error, and the worker keeps serving the other jobs."""
+
+    def __init__(self, raised: SystemExit | KeyboardInterrupt) -> None:
+        self.raised = raised
+        detail = f"({raised})" if str(raised) else "()"
+        super().__init__(
+            f"the handler raised {type(raised).__name__}{detail}: a handler cannot exit the "
+            "worker; its job fails for good and the worker keeps running"
+        )
+        self.__cause__ = raised
+        self.__traceback__ = raised.__traceback__
 
 
 class RetryLater(JobsError):

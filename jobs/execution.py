@@ -17,11 +17,14 @@ themselves go through ``settling.Settler``. An attempt knows the services it is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import inspect
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
@@ -29,6 +32,7 @@ from loguru import logger
 from .clock import to_datetime
 from .context import AbortSignal, JobContext
 from .errors import (
+    HandlerExitError,
     JobTimeoutError,
     LeaseExpiredError,
     PayloadValidationError,
@@ -58,6 +62,9 @@ if TYPE_CHECKING:
 
     from .handlers import RegisteredHandler
 
+_HINTED: set[str] = set()
+"""Handlers (by source) already told that they returned an awaitable: the hint is logged once."""
+
 Outcome = Literal["completed", "retry", "failed", "lease_lost", "cancelled", "detached"]
 
 
@@ -70,6 +77,9 @@ class AttemptServices:
     executor: Executor
     backoff: Backoff
     timeout_grace_ms: int
+    default_timeout_ms: int | None = None
+    """The timeout of handlers without one of their own (``JobsSettings.default_timeout_ms``);
+    enforced by the runner's sweep (``Attempt.overdue``), not by a timer per attempt."""
     on_detach: Callable[[Attempt], None]
     on_handler_done: Callable[[Attempt], None] = lambda attempt: None
     """Called when the handler returned (before the settle): its slot may take the next job."""
@@ -80,17 +90,20 @@ class Attempt:
 
     __slots__ = (
         "_grace_handle",
+        "_own_timeout",
         "_settling",
-        "_started",
-        "_timeout_handle",
+                "_timeout_handle",
         "detached",
         "handler",
+        "interrupted_at",
         "job",
         "lease",
         "services",
         "signal",
         "span",
+        "started",
         "task",
+        "thread",
         "timed_out",
         "timeout_ms",
     )
@@ -106,8 +119,18 @@ class Attempt:
         self.job = job
         self.handler = handler
         self.signal = AbortSignal()
-        self.timeout_ms = handler.options.timeout_ms or job.timeout_ms
+        own = handler.options.timeout_ms or job.timeout_ms
+        self._own_timeout = own is not None
+        self.timeout_ms = own if own is not None else services.default_timeout_ms
+        """The handler's option, else the request's (a definition's is the handler's), else
+        the runner's default."""
         self.task: asyncio.Task[Outcome] | None = None
+        self.thread: Future[Any] | None = None
+        """A sync handler's call in the executor: it may outlive the attempt (a thread cannot
+        be cancelled), and holds its slot until it returns."""
+        self.interrupted_at: float | None = None
+        """When the handler was interrupted (``time.perf_counter()``): a timeout, a lost lease,
+        an operator's cancel."""
         self.span: Span | None = None
         self.timed_out = False
         self.lease = lease
@@ -115,7 +138,8 @@ class Attempt:
         lease.on_lost = self._interrupt
         self.detached = False
         self._settling = False
-        self._started = 0.0
+        self.started = 0.0
+        """When the handler was called (``time.perf_counter()``); 0 before."""
         self._timeout_handle: asyncio.TimerHandle | None = None
         self._grace_handle: asyncio.TimerHandle | None = None
 
@@ -124,19 +148,29 @@ class Attempt:
         return self.lease.lost
 
     @property
+    def handler_running(self) -> bool:
+        """Whether the handler's code still runs after its attempt was settled without it: a
+        sync handler's thread, or a detached handler's task. It keeps its slot meanwhile."""
+        thread = self.thread
+        if thread is not None:
+            return not thread.done()
+        task = self.task
+        return self.detached and task is not None and not task.done()
+
+    @property
     def max_attempts(self) -> int:
         return self.handler.options.max_attempts or self.job.max_attempts
 
     async def run(self) -> Outcome:
         """The body of the attempt's task."""
-        self._started = time.perf_counter()
+        self.started = time.perf_counter()
         job, lease = self.job, self.lease
         span = self.span = start_job_span(job) if tracing() else None
         if job.reclaimed and job.attempt > self.max_attempts:
             self.services.leases.release(lease)
             return await self._fail_unrun()
         token = activate(span) if span is not None else None
-        if self.timeout_ms is not None:
+        if self._own_timeout and self.timeout_ms is not None:
             self._timeout_handle = asyncio.get_running_loop().call_later(
                 self.timeout_ms / 1000, self._on_timeout
             )
@@ -148,7 +182,9 @@ class Attempt:
                     deactivate(token)
                 if self._timeout_handle is not None or self._grace_handle is not None:
                     self._cancel_timers()
-                self.services.on_handler_done(self)
+                thread = self.thread
+                if thread is None or thread.done():  # else its slot frees when it returns
+                    self.services.on_handler_done(self)
             if self.detached:  # settled through on_detach after the grace period
                 return "detached"
             return await self.finish(error)
@@ -157,32 +193,67 @@ class Attempt:
                 self.services.leases.release(lease)
 
     async def _call_handler(self) -> BaseException | None:
+        """Run the handler; the error that ended it (None when it returned).
+
+        Whatever a handler raises is its attempt's error, ``BaseException`` included
+        (``SystemExit`` and ``KeyboardInterrupt`` fail the job for good): the worker keeps
+        serving. Only a cancellation of this attempt's task (a ``CancelledError`` while the task
+        has a cancel request: a timeout, a lost lease, an operator's cancel, a shutdown) is the
+        runner's; a handler raising ``CancelledError`` of its own is an ordinary error.
+        """
         result: BaseException | None = None
         try:
             handler = self.handler
             args = self._arguments()
             bind_job_logs(self.job)
             if handler.is_async:
-                await handler.function(*args)
+                value = handler.function(*args)
+                if type(value) is CoroutineType or inspect.isawaitable(value):
+                    value = await value
             else:
-                await asyncio.get_running_loop().run_in_executor(
-                    self.services.executor,
-                    _call_in,
-                    contextvars.copy_context(),
-                    handler.function,
-                    args,
+                self.thread = thread = self.services.executor.submit(
+                    _call_in, contextvars.copy_context(), handler.function, args
                 )
-        except asyncio.CancelledError:
-            if not (self.timed_out or self.lease.lost):
-                self._on_shutdown()
-                raise
-            if self.task is not None:
-                self.task.uncancel()  # the cancellation was ours, and it is handled
-        except Exception as exc:
+                value = await asyncio.wrap_future(thread)
+            if value is not None and inspect.isawaitable(value):
+                await self._await_returned(value)
+        except asyncio.CancelledError as exc:
+            task = self.task
+            if task is None or not task.cancelling():
+                result = exc  # raised by the handler, not a cancellation of this attempt
+            else:
+                self._watch_thread()
+                if not (self.timed_out or self.lease.lost):
+                    self._on_shutdown()
+                    raise
+                task.uncancel()  # the cancellation was ours, and it is handled
+        except (SystemExit, KeyboardInterrupt) as exc:
+            result = HandlerExitError(exc)
+        except _CarriedExit as carried:
+            result = carried.error
+        except BaseException as exc:
             result = exc
         if self.timed_out or self.lease.lost:
             return self.interruption_error()
         return result
+
+    async def _await_returned(self, value: Any) -> None:
+        """A handler call that returned an awaitable (a sync ``def`` returning a coroutine, a
+        plain decorator around an ``async def``): await it here, on the runner's loop, saying
+        once per handler how to have it called on the loop directly."""
+        handler = self.handler
+        if handler.source not in _HINTED:
+            _HINTED.add(handler.source)
+            logger.bind(job_type=handler.job_type).info(
+                "the handler of {} ({}) returned an awaitable it did not await itself; the"
+                " runner awaits it on its event loop. A handler that is `async def` all the way"
+                " (or marked with inspect.markcoroutinefunction) runs on the loop directly,"
+                " without a worker thread",
+                handler.job_type,
+                handler.source,
+            )
+        while value is not None and inspect.isawaitable(value):
+            value = await value
 
     def _arguments(self) -> tuple[Any, ...]:
         """The handler's arguments: the decoded (and validated) payload, and its context."""
@@ -201,6 +272,24 @@ class Attempt:
 
     # -- interruptions -------------------------------------------------------------------------
 
+    def overdue(self, now: float) -> bool:
+        """Whether a handler on the default timeout is past it (``now``: perf_counter), not
+        yet interrupted: the runner's sweep then times it out (a timer per attempt would cost
+        the hot path ~2.5 us; the default is long, a sweep's lateness does not matter)."""
+        timeout_ms = self.timeout_ms
+        return (
+            not self._own_timeout
+            and timeout_ms is not None
+            and self.started > 0
+            and self.interrupted_at is None
+            and not self._settling
+            and (now - self.started) * 1000 >= timeout_ms
+        )
+
+    def time_out(self) -> None:
+        """Interrupt the handler at its timeout: cancelled, ``ctx.signal`` set."""
+        self._on_timeout()
+
     def _on_timeout(self) -> None:
         self.timed_out = True
         self._interrupt("timeout")
@@ -211,6 +300,8 @@ class Attempt:
         task = self.task
         if task is None or task.done() or self._settling:
             return
+        if self.interrupted_at is None:
+            self.interrupted_at = time.perf_counter()
         task.cancel()
         grace_s = self.services.timeout_grace_ms / 1000
         self._grace_handle = asyncio.get_running_loop().call_later(grace_s, self._detach)
@@ -221,6 +312,29 @@ class Attempt:
             return
         self.detached = True
         self.services.on_detach(self)
+
+    def _watch_thread(self) -> None:
+        """The attempt was cancelled while its sync handler's thread runs on (a thread cannot
+        be cancelled): the handler keeps its slot until the thread returns."""
+        thread = self.thread
+        if thread is None or thread.done():
+            return
+        loop = asyncio.get_running_loop()
+
+        def ended(_: Future[Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nothing left to free
+                loop.call_soon_threadsafe(self._thread_ended)
+
+        thread.add_done_callback(ended)
+
+    def _thread_ended(self) -> None:
+        """The thread of a handler interrupted earlier returned: free its slot."""
+        thread = self.thread
+        if thread is not None and not thread.cancelled() and thread.exception() is None:
+            value = thread.result()
+            if inspect.iscoroutine(value):
+                value.close()  # made too late to run: never awaited, and no warning about it
+        self.services.on_handler_done(self)
 
     def _on_shutdown(self) -> None:
         self.signal.set("shutdown")
@@ -288,7 +402,7 @@ class Attempt:
         span = self.span
         if span is None and not metering():
             return outcome
-        duration_ms = (time.perf_counter() - self._started) * 1000
+        duration_ms = (time.perf_counter() - self.started) * 1000
         if span is not None:
             end_span(span, outcome, duration_ms, error)
         record_execution(self.job.type, outcome, duration_ms)
@@ -308,7 +422,20 @@ class Attempt:
         return JobTimeoutError(f"job {self.job.type!r} timed out after {self.timeout_ms} ms")
 
 
+class _CarriedExit(Exception):
+    """A ``GeneratorExit`` raised by a sync handler, carried out of its thread: raised as it
+    is, it would not cross the ``await`` of the executor's future intact (a coroutine takes a
+    GeneratorExit for its own closing)."""
+
+    def __init__(self, error: GeneratorExit) -> None:
+        super().__init__()
+        self.error = error
+
+
 def _call_in(
     context: contextvars.Context, function: Callable[..., Any], args: tuple[Any, ...]
 ) -> Any:
-    return context.run(function, *args)
+    try:
+        return context.run(function, *args)
+    except GeneratorExit as exc:
+        raise _CarriedExit(exc) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -260,7 +261,7 @@ class JobHandlerRegistry:
             options=options,
             function=function,
             source=source,
-            is_async=inspect.iscoroutinefunction(function),
+            is_async=calls_coroutine_function(function),
             takes_context=_takes_context(function, options.job_type),
         )
         self._handlers[options.job_type] = handler
@@ -268,12 +269,42 @@ class JobHandlerRegistry:
         return handler
 
 
+def calls_coroutine_function(function: Callable[..., Any]) -> bool:
+    """Whether calling ``function`` runs a coroutine function, so the call itself only makes a
+    coroutine and the handler runs on the event loop: an ``async def`` function or bound
+    method, a ``functools.partial`` of one, a callable object whose ``__call__`` is one, or
+    anything ``inspect.markcoroutinefunction`` marked (Python 3.12+).
+
+    Anything else runs in a worker thread; if its call returns an awaitable after all (a plain
+    decorator around an ``async def``, a ``def`` returning a coroutine), the runner awaits it
+    on the event loop (``execution``), so every shape runs its body.
+    """
+    for _ in range(32):  # partials of bound methods of callables...: a bounded walk
+        if inspect.iscoroutinefunction(function):
+            return True
+        if isinstance(function, functools.partial):
+            function = function.func
+        elif inspect.ismethod(function):
+            function = function.__func__
+        elif inspect.isroutine(function) or inspect.isclass(function):
+            return False
+        elif callable(function):
+            function = type(function).__call__
+        else:
+            return False
+    return False
+
+
 def _takes_context(function: Callable[..., Any], job_type: str) -> bool:
-    params = [
-        p
-        for p in inspect.signature(function).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    """Whether the handler takes ``(payload, ctx)`` rather than ``(payload)``.
+
+    A wrapper that takes ``*args`` (a plain decorator without ``functools.wraps``, whose
+    signature hides the wrapped one) is given the payload alone.
+    """
+    parameters = inspect.signature(function).parameters.values()
+    params = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) < 2 and any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return False
     if len(params) not in (1, 2):
         raise TypeError(
             f"handler of {job_type!r} must take (payload) or (payload, ctx), "

@@ -7,7 +7,12 @@ same shape for each, stable, documented here, and JSON-ready through ``as_dict()
 * the service was started and is not stopping (``is_running`` says only that much);
 * its store answered within the last ``store_window_ms`` (three heartbeat intervals for the
   runner, three poll intervals for the relay, three pass intervals for the scheduler);
-* every supervised loop is alive (none is down after a failure, waiting to restart).
+* every supervised loop is alive (none is down after a failure, waiting to restart);
+* (the runner) no handler is stuck: none has run past its timeout plus the grace period, and
+  none still runs after it was interrupted and its job settled without it (a sync handler's
+  thread that ignored its timeout, an async handler that swallowed its cancellation). Such a
+  handler keeps its slot until it returns; ``stuck_handlers`` counts them and ``reasons``
+  names each job (id and type).
 
 Otherwise ``reasons`` says why, one line each. A store that refuses every call turns the
 service red within that window, since only answers move ``store_answered_ms_ago``.
@@ -16,6 +21,7 @@ service red within that window, since only answers move ``store_answered_ms_ago`
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -40,6 +46,7 @@ class Health:
     loops: dict[str, LoopHealth] = field(default_factory=dict)
     in_flight: int | None = None
     last_claim_ms_ago: int | None = None
+    stuck_handlers: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (``reasons`` a list, each loop a dict)."""
@@ -79,6 +86,7 @@ def build_health(
     store_name: str,
     in_flight: int | None = None,
     last_claim: float | None = None,
+    stuck: Sequence[str] | None = None,
 ) -> Health:
     """Judge a service's health from what it knows (see the module docstring)."""
     reasons: list[str] = []
@@ -90,6 +98,8 @@ def build_health(
         cause = f": {contact.last_error}" if contact.last_error else ""
         reasons.append(f"its store {store_name} {since} (window {window_ms} ms){cause}")
     reasons.extend(supervisor.down())
+    if stuck:
+        reasons.extend(stuck)
     return Health(
         service=service,
         healthy=not reasons,
@@ -101,6 +111,7 @@ def build_health(
         loops=supervisor.health(),
         in_flight=in_flight,
         last_claim_ms_ago=contact.ms_ago(last_claim),
+        stuck_handlers=None if stuck is None else len(stuck),
     )
 
 

@@ -86,6 +86,7 @@ class JobRunner(BackgroundService):
             executor=self.executor,
             backoff=backoff,
             timeout_grace_ms=self.settings.timeout_grace_ms,
+            default_timeout_ms=self.settings.default_timeout_ms,
             on_detach=self._detach,
             on_handler_done=self._free_slot,
         )
@@ -149,8 +150,44 @@ class JobRunner(BackgroundService):
         return 3 * self.heartbeat_ms
 
     def _health_details(self) -> dict[str, Any]:
-        """How many jobs are in flight and when the last claim was."""
-        return {"in_flight": self.in_flight, "last_claim": self._last_claim}
+        """How many jobs are in flight, when the last claim was, which handlers are stuck."""
+        return {
+            "in_flight": self.in_flight,
+            "last_claim": self._last_claim,
+            "stuck": self.stuck_handlers(),
+        }
+
+    def stuck_handlers(self) -> list[str]:
+        """One line for each handler that is stuck (``jobs.health``): still running after it
+        was interrupted and given the grace period, or past its timeout and the grace period
+        (plus a sweep, for the default timeout) without having been interrupted."""
+        if not self._busy:
+            return []
+        now = time.perf_counter()
+        grace_s = self.settings.timeout_grace_ms / 1000
+        late_s = grace_s + self.leases.sweep_interval_s
+        stuck: list[str] = []
+        for attempt in self._busy:
+            if attempt.started <= 0:
+                continue
+            job = attempt.job
+            where = "in a worker thread" if attempt.thread is not None else "on the event loop"
+            if attempt.interrupted_at is not None:
+                since_s = now - attempt.interrupted_at
+                if since_s > grace_s:
+                    stuck.append(
+                        f"job {job.id} ({job.type}): its handler ignored its interruption "
+                        f"({attempt.signal.reason}) and still runs {where} "
+                        f"{int(since_s * 1000)} ms later, holding a slot"
+                    )
+            elif attempt.timeout_ms is not None:
+                ran_s = now - attempt.started
+                if ran_s > attempt.timeout_ms / 1000 + late_s:
+                    stuck.append(
+                        f"job {job.id} ({job.type}): its handler has run {int(ran_s * 1000)} ms "
+                        f"{where}, past its timeout of {attempt.timeout_ms} ms"
+                    )
+        return stuck
 
     async def close(self, drain_timeout_ms: int | None = None) -> None:
         """Stop, then wait for jobs in flight; past the drain deadline, cancel them."""
@@ -256,9 +293,19 @@ class JobRunner(BackgroundService):
     async def _beat_loop(self) -> None:
         interval_s = self.leases.sweep_interval_s
         supervisor = self._supervisor
+        default_timeout = self.settings.default_timeout_ms is not None
         while not supervisor.stopping(HEARTBEAT_LOOP):
             await supervisor.wait(asyncio.sleep(interval_s))
             self.leases.sweep(time.monotonic(), interval_s)
+            if default_timeout and self._busy:
+                self._time_out_overdue()
+
+    def _time_out_overdue(self) -> None:
+        """Interrupt the handlers past the default timeout (those with a timeout of their own
+        have a timer): once a sweep, so at most half a heartbeat interval late."""
+        now = time.perf_counter()
+        for attempt in [attempt for attempt in self._busy if attempt.overdue(now)]:
+            attempt.time_out()
 
     async def _wait(self, waiting: Awaitable[Any]) -> None:
         """Await something ``stop()`` may interrupt (through the supervisor)."""
@@ -371,7 +418,7 @@ class JobRunner(BackgroundService):
 
     def _on_attempt_done(self, task: asyncio.Task[Outcome]) -> None:
         attempt = self._attempts.pop(task, None)
-        if attempt is not None and attempt in self._busy:
+        if attempt is not None and attempt in self._busy and not attempt.handler_running:
             self._busy.discard(attempt)
             self._fill_slots()
         if self._slot_freed is not None:
@@ -387,7 +434,8 @@ class JobRunner(BackgroundService):
     # -- detached attempts ---------------------------------------------------------------------
 
     def _detach(self, attempt: Attempt) -> None:
-        """Settle an attempt whose handler ignored cancellation; free its slot now."""
+        """Settle an attempt whose handler ignored cancellation; its slot stays busy until the
+        handler returns (``health()`` names it meanwhile)."""
         job = attempt.job
         self.stats["abandoned"] += 1
         logger.bind(job_id=job.id, job_type=job.type).error(
@@ -397,7 +445,6 @@ class JobRunner(BackgroundService):
         )
         if attempt.task is not None:
             self._attempts.pop(attempt.task, None)
-        self._free_slot(attempt)
         self._track(attempt, attempt.finish(attempt.interruption_error()))
 
 

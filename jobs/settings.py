@@ -8,6 +8,7 @@ DAY_MS = 86_400_000
 DEFAULT_RETAIN_COMPLETED_MS = 7 * DAY_MS
 DEFAULT_RETAIN_FAILED_MS = 30 * DAY_MS
 DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_TIMEOUT_MS = 30 * 60_000
 MIB = 1024 * 1024
 
 
@@ -46,7 +47,12 @@ class JobsSettings:
     ``heartbeat_ms`` defaults to a third of ``lease_ms``. ``drain_timeout_ms`` bounds how long
     ``JobRunner.close()`` waits for in-flight jobs (None: until they finish); jobs still running
     then are left to their lease. ``timeout_grace_ms`` is how long a timed-out handler that
-    ignores cancellation is given before the runner settles the job without it.
+    ignores cancellation is given before the runner settles the job without it; the handler
+    keeps its slot until it returns, and ``health()`` names it meanwhile.
+    ``default_timeout_ms`` (30 minutes) is the timeout of a handler that has none of its own:
+    the handler's ``timeout_ms`` wins (or its job definition's), then the request's, then this;
+    None runs such handlers without a timeout. It is checked on the runner's heartbeat sweep,
+    so it fires up to half a heartbeat interval late.
     ``prefetch`` is how many leased jobs the runner keeps ready beside its ``concurrency``
     running ones (None: half the concurrency), so a slot that frees starts its next job at once
     instead of waiting for a claim; they are heartbeated like running jobs, and ``close()``
@@ -63,6 +69,7 @@ class JobsSettings:
     retain_failed_ms: int = DEFAULT_RETAIN_FAILED_MS
     drain_timeout_ms: int | None = None
     timeout_grace_ms: int = 1_000
+    default_timeout_ms: int | None = DEFAULT_TIMEOUT_MS
     schedule_interval_ms: int = 60_000
     prefetch: int | None = None
 
@@ -81,6 +88,11 @@ class JobsSettings:
             raise ValueError(
                 f"JobsSettings.heartbeat_ms must be between 0 and lease_ms ({self.lease_ms}), "
                 f"got {self.heartbeat_ms}"
+            )
+        if self.default_timeout_ms is not None and self.default_timeout_ms <= 0:
+            raise ValueError(
+                "JobsSettings.default_timeout_ms must be positive (None: no default timeout), "
+                f"got {self.default_timeout_ms}"
             )
         if self.prefetch is not None and self.prefetch < 0:
             raise ValueError(f"JobsSettings.prefetch must not be negative, got {self.prefetch}")

@@ -24,9 +24,10 @@ import os
 import sys
 import threading
 import weakref
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy.engine import URL
+
+from ._sqlite_files import database_path
 
 __all__ = ["LOCK_SUFFIX", "ProcessWriterLock", "writer_lock_path"]
 
@@ -41,19 +42,8 @@ def writer_lock_path(url: URL) -> str | None:
     where ``flock`` is missing (Windows)."""
     if sys.platform == "win32":
         return None
-    database = url.database or ""
-    if str(url.query.get("uri", "")).lower() in ("true", "1"):
-        # SQLAlchemy moves the URI's parameters into the URL's query; a few may stay behind.
-        parts = urlsplit(database)
-        options = {**parse_qs(parts.query), **{k: [str(v)] for k, v in url.query.items()}}
-        if options.get("mode") == ["memory"] or options.get("vfs") == ["memdb"]:
-            return None
-        if parts.scheme != "file":
-            return None
-        database = unquote(parts.path)
-    if database in ("", ":memory:"):
-        return None
-    return os.path.realpath(database) + LOCK_SUFFIX
+    database = database_path(url)
+    return None if database is None else database + LOCK_SUFFIX
 
 
 class ProcessWriterLock:

@@ -46,6 +46,7 @@ import weakref
 from collections.abc import AsyncIterator
 from contextvars import ContextVar, Token
 from typing import Any, Protocol
+from urllib.parse import urlencode
 
 from loguru import logger
 from sqlalchemy import event
@@ -62,6 +63,7 @@ except ImportError:  # pragma: no cover - SQLAlchemy 2.0
 from jobs.spi.support import redact_url
 
 from ._process_lock import ProcessWriterLock, writer_lock_path
+from ._sqlite_files import private_database_files
 
 __all__ = [
     "ACCEPTED_SCHEMES",
@@ -132,12 +134,15 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     stores, an app's session meets it unless the engine pre-pings (``pool_pre_ping=True``).
 
     A SQLite engine's pool rolls back only the connections given back in a transaction, not
-    every one (``_roll_back_if_open``), unless ``pool_reset_on_return`` is given.
+    every one (``_roll_back_if_open``), unless ``pool_reset_on_return`` is given. A database
+    file it creates is private, mode 0600, and so are its ``-wal`` and ``-shm`` files
+    (``_sqlite_files``).
     """
     parsed = normalize_url(url)
     reset_open_only = False
     postgres = parsed.get_backend_name() == "postgresql"
     if postgres:
+        parsed, kwargs = _libpq_ssl_options(parsed, kwargs)
         if "poolclass" not in kwargs:
             kwargs.setdefault("pool_size", POSTGRES_POOL_SIZE)
             kwargs.setdefault("pool_use_lifo", True)
@@ -149,6 +154,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     engine = create_async_engine(parsed, **kwargs)
     if is_sqlite(engine):
         configure_sqlite(engine)
+        private_database_files(engine)
     if postgres:
         event.listen(engine.sync_engine, "connect", _prime_array_codecs)
     if reset_open_only:
@@ -203,6 +209,45 @@ def _roll_back_if_open(
     driver = record.driver_connection
     if driver is not None and driver.in_transaction:
         dbapi_connection.rollback()
+
+
+LIBPQ_SSL_OPTIONS = (
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslcrl",
+    "sslcrldir",
+    "sslsni",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+)
+"""libpq's TLS options, as a PostgreSQL URL's query gives them (``?sslmode=require``)."""
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def _libpq_ssl_options(url: URL, kwargs: dict[str, Any]) -> tuple[URL, dict[str, Any]]:
+    """``?sslmode=...`` (and libpq's other TLS options) of a PostgreSQL URL, handed to asyncpg.
+
+    SQLAlchemy's asyncpg dialect passes each query option to ``asyncpg.connect`` as a keyword,
+    and asyncpg takes none of these (``ssl=`` instead): ``?sslmode=require`` failed at connect
+    with a TypeError. asyncpg reads them, with libpq's meaning, from a DSN's query; so they
+    leave the URL for a DSN of their own in ``connect_args`` (the URL's host, user and
+    database still win, being keywords). A ``dsn`` or ``ssl`` the caller put in
+    ``connect_args`` is left as it is. An unknown ``sslmode`` is a ValueError before any I/O.
+    """
+    found = {key: str(url.query[key]) for key in LIBPQ_SSL_OPTIONS if key in url.query}
+    if not found:
+        return url, kwargs
+    mode = found.get("sslmode")
+    if mode is not None and mode not in SSL_MODES:
+        raise ValueError(f"sslmode={mode!r} is not one of libpq's: {', '.join(SSL_MODES)}")
+    url = url.difference_update_query(found)
+    connect_args = dict(kwargs.get("connect_args", {}))
+    if "dsn" not in connect_args and "ssl" not in connect_args:
+        connect_args["dsn"] = "postgresql://?" + urlencode(found)
+    return url, {**kwargs, "connect_args": connect_args}
 
 
 def pooler_connect_args() -> dict[str, Any]:

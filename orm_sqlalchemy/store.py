@@ -20,7 +20,8 @@ same set-up by ``configure_sqlite``).
 
 Schema. The table is created on first use (under an advisory lock on PostgreSQL and a write
 transaction on SQLite, so processes starting together do not race), or by ``create_schema()``;
-with ``create_tables=False`` it is only checked. ``store.metadata`` holds it for Alembic.
+with ``create_tables=False`` it is only checked, and nothing is created (a missing SQLite file is
+an error naming it). ``store.metadata`` holds it for Alembic.
 
 Retention. A finished job is kept until ``max(finished_at + retain_*_ms, keep_until)``; while
 kept, its key drops repeats; after, it reads as gone and a new job may take its key. Expired
@@ -60,6 +61,7 @@ from ._database.next_due import NextDue
 from ._database.sqlite_commits import sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
+from ._sqlite_files import require_database
 from .engine import configure_sqlite, create_engine
 from .rows import batch_params, claimed_job, first_of_each_key, job_info, state_counts
 from .store_operations import SQLOperations
@@ -81,8 +83,8 @@ class SQLAlchemyJobStore(SQLOperations):
     (for schemas under migrations). ``pool_size`` caps how many of the engine's pooled
     PostgreSQL connections the store uses at once (it holds one more, to LISTEN).
     ``listen_url`` gives LISTEN a direct connection when ``url``/``engine`` go through a
-    pooler in transaction mode (PgBouncer), where LISTEN cannot work (see the README,
-    "Behind PgBouncer"); without it the store finds that out, says so once and polls.
+    pooler in transaction mode (PgBouncer), where LISTEN cannot work (see the docs,
+    "Run behind PgBouncer"); without it the store finds that out, says so once and polls.
     ``prune_interval_ms`` spaces the in-passing deletion of expired rows (None: only
     ``prune()``).
     """
@@ -453,6 +455,8 @@ class SQLAlchemyJobStore(SQLOperations):
 
     async def _set_up_schema(self, *, create: bool) -> None:
         self._check_open()
+        if not create and not self._postgres:
+            require_database(self._engine.url)  # connecting would create the file
         try:
             await set_up_job_table(self._engine, self._schema, create=create)
         except DriverError:

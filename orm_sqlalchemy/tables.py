@@ -223,7 +223,7 @@ def check_columns(
             if column.nullable and column.server_default is None:
                 fix = (
                     f"add it with `ALTER TABLE {table.fullname} ADD COLUMN {column.name} "
-                    f"{column.type}` (see the README's \"Upgrading an existing table\")"
+                    f"{column.type}` (see the docs' \"Upgrade the tables\")"
                 )
             raise StoreSchemaError(
                 f"table {table.fullname!r} has no column {column.name!r}: it was made for "

@@ -1,8 +1,8 @@
 """A private PgBouncer (Debian's package) in transaction mode, in front of the test database.
 
 Started by the tests on a free loopback port in 6400-6599 with its own config directory, and
-stopped afterwards. ``PGBOUNCER_URLS`` are the URL and the options the README documents for a
-store behind it.
+stopped afterwards. ``PGBOUNCER_URLS`` are the URL and the options that docs/how-to/pgbouncer.md
+gives for a store behind it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from rich.pretty import Pretty
 from rich.text import Text
 
 from ..clock import to_datetime
+from ..errors import StoreSchemaError
 from ..spi import JOB_STATES
 from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
@@ -109,7 +110,7 @@ def stats(as_json: bool, watch: bool, interval: float, **params: Any) -> None:
                 await asyncio.sleep(interval)
 
     with contextlib.suppress(KeyboardInterrupt):
-        run_on_target(spec, work)
+        run_on_target(spec, work, create=False)
 
 
 @cli.command()
@@ -139,7 +140,7 @@ def workers(as_json: bool, **params: Any) -> None:
         if not found:
             out.print("no live worker")
 
-    run_on_target(target_spec(params), work)
+    run_on_target(target_spec(params), work, create=False)
 
 
 @cli.command()
@@ -170,7 +171,7 @@ def schedules(as_json: bool, **params: Any) -> None:
         columns = ("name", "job", "cron", "timezone", "next")
         console().print(table("schedules", columns, ([r[c] for c in columns] for r in rows)))
 
-    run_on_target(spec, work)
+    run_on_target(spec, work, create=False)
 
 
 @cli.group()
@@ -230,7 +231,7 @@ def list_jobs(
         elif not rows:
             out.print("no jobs")
 
-    run_on_target(target_spec(params), work)
+    run_on_target(target_spec(params), work, create=False)
 
 
 @jobs.command("show")
@@ -277,7 +278,7 @@ def show_job(
             title = Text(f"attempt {failed.attempt} failed at {cell_text(failed.at).plain}")
             out.print(Panel(literal(failed.error, multiline=True), title=title, title_align="left"))
 
-    run_on_target(target_spec(params), work)
+    run_on_target(target_spec(params), work, create=False)
 
 
 @cli.command()
@@ -299,6 +300,8 @@ def healthcheck(as_json: bool, min_workers: int, timeout: float, **params: Any) 
                 await target.driver.counts()
                 report["store_ms"] = round((time.monotonic() - started) * 1000, 1)
                 found = await target.queue.workers() if min_workers else []
+        except StoreSchemaError as exc:  # no such store: the probe creates none
+            report.update(healthy=False, reason=f"no store there: {exc}")
         except STORE_FAILURES as exc:
             cause = (
                 f"no answer within {timeout:g} s"
@@ -325,4 +328,4 @@ def healthcheck(as_json: bool, min_workers: int, timeout: float, **params: Any) 
                 raise SystemExit(1)
             raise CommandFailed(f"unhealthy: {report['store']}: {report['reason']}")
 
-    run_on_target(target_spec(params), work)
+    run_on_target(target_spec(params), work, create=False)

@@ -9,7 +9,7 @@ from typing import TypeVar
 from redis import exceptions as redis_errors
 from sqlalchemy import exc as sql_errors
 
-from ..errors import DriverError
+from ..errors import DriverError, StoreSchemaError
 from ..redaction import redact_text
 from .errors import StoreError
 from .target import Target, TargetSpec, describe_store, open_target
@@ -35,13 +35,26 @@ def describe_failure(exc: BaseException) -> str:
     return redact_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
-def run_on_target(spec: TargetSpec, work: Callable[[Target], Awaitable[T]]) -> T:
-    """Open the target, run ``work`` on it, close it; a store failure becomes a StoreError."""
+def run_on_target(
+    spec: TargetSpec, work: Callable[[Target], Awaitable[T]], *, create: bool = True
+) -> T:
+    """Open the target, run ``work`` on it, close it; a store failure becomes a StoreError.
+
+    ``create=False`` for a command that only reads: a ``--url`` store creates nothing (see
+    ``open_target``), and one that is not there is named in one line.
+    """
 
     async def main() -> T:
-        target = await open_target(spec)
+        target = await open_target(spec, create=create)
         try:
             return await work(target)
+        except StoreSchemaError as exc:
+            if create:
+                raise StoreError(
+                    f"store {describe_store(target.driver)} failed: {describe_failure(exc)}"
+                ) from None
+            store = describe_store(target.driver)
+            raise StoreError(f"nothing to read in {store}: {exc}") from None
         except STORE_FAILURES as exc:
             raise StoreError(
                 f"store {describe_store(target.driver)} failed: {describe_failure(exc)}"

@@ -126,9 +126,12 @@ def target_spec(params: dict[str, Any]) -> TargetSpec:
     return spec
 
 
-async def open_target(spec: TargetSpec) -> Target:
+async def open_target(spec: TargetSpec, *, create: bool = True) -> Target:
+    """The target's driver and queue. ``create=False`` (the read-only commands): a store opened
+    from ``--url`` creates nothing, no SQLite file and no table; an APP's store is configured
+    by the APP."""
     if spec.url:
-        driver = driver_from_url(spec.url, spec.namespace, spec.table_prefix)
+        driver = driver_from_url(spec.url, spec.namespace, spec.table_prefix, create=create)
         return Target(driver, JobQueue(driver), None)
     assert spec.app is not None
     try:
@@ -144,12 +147,18 @@ async def open_target(spec: TargetSpec) -> Target:
 
 
 def driver_from_url(
-    url: str, namespace: str | None = None, table_prefix: str | None = None
+    url: str,
+    namespace: str | None = None,
+    table_prefix: str | None = None,
+    *,
+    create: bool = True,
 ) -> JobDriver:
     """A driver that owns its connection, for ``url``; CliUsageError naming a bad one.
 
     SQL schemes are the store's own (``orm_sqlalchemy.ACCEPTED_SCHEMES``; the store maps
-    ``postgres://`` and friends to its async driver through ``normalize_url``).
+    ``postgres://`` and friends to its async driver through ``normalize_url``). Without
+    ``create`` a SQL store creates nothing (``create_tables=False``: no SQLite file, no table);
+    a Redis store's reads write nothing anyway.
     """
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in REDIS_SCHEMES:
@@ -157,7 +166,7 @@ def driver_from_url(
     from orm_sqlalchemy.engine import ACCEPTED_SCHEMES
 
     if f"{scheme}://" in ACCEPTED_SCHEMES:
-        return _sql_store(url, namespace, table_prefix)
+        return _sql_store(url, namespace, table_prefix, create)
     shown = f"the unknown scheme {scheme!r}" if scheme else "no scheme"
     raise CliUsageError(f"--url {redact_url(url)!r} has {shown}; use {ACCEPTED}")
 
@@ -173,15 +182,17 @@ def _redis_driver(url: str, namespace: str | None, table_prefix: str | None) -> 
         raise CliUsageError(f"--url {redact_url(url)!r}: {exc}") from None
 
 
-def _sql_store(url: str, namespace: str | None, table_prefix: str | None) -> JobDriver:
+def _sql_store(
+    url: str, namespace: str | None, table_prefix: str | None, create: bool
+) -> JobDriver:
     if namespace is not None:
         raise CliUsageError("--namespace is for redis:// URLs; a SQL store takes --table-prefix")
     from orm_sqlalchemy import SQLAlchemyJobStore
 
     try:
         if table_prefix is None:
-            return SQLAlchemyJobStore(url)
-        return SQLAlchemyJobStore(url, table_prefix=table_prefix)
+            return SQLAlchemyJobStore(url, create_tables=create)
+        return SQLAlchemyJobStore(url, table_prefix=table_prefix, create_tables=create)
     except (ValueError, ImportError) as exc:
         raise CliUsageError(f"--url {redact_url(url)!r}: {exc}") from None
 

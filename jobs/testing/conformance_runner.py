@@ -1,4 +1,5 @@
-"""The runner's prefetch on every driver: a ready job is leased, kept, dropped or run.
+"""The runner on every driver: every handler shape runs its body; a ready job (prefetch) is
+leased, kept, dropped or run.
 
 A ``JobRunner`` at concurrency 1 with ``prefetch`` runs one job and holds the next ones ready.
 Lease expiry follows the harness's ManualClock; heartbeats run on the event loop, so each case
@@ -8,15 +9,19 @@ waits for a beat the driver answered (observed through a counting wrapper), neve
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import pytest
 
 from jobs.handlers import JobHandlerRegistry
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
 from jobs.spi import ClaimedJob, JobDriver
 
+from .handler_shapes import SHAPES, Ran
 from .helpers import ALL, LEASE_MS, enqueue, wait_until
 
 if TYPE_CHECKING:
@@ -119,6 +124,34 @@ async def _state(driver: JobDriver, job_id: str) -> tuple[str, int]:
 
 
 class RunnerConformance:
+    @pytest.mark.parametrize("shape", sorted(SHAPES))
+    async def test_every_handler_shape_runs_its_body_before_its_job_completes(
+        self, driver_harness: DriverHarness, shape: str
+    ) -> None:
+        """A handler that is not a coroutine function but returns an awaitable (a decorator,
+        a callable object, a def returning a coroutine...) has it awaited, on the runner's
+        loop: the body runs once, then the job completes."""
+        driver = await driver_harness.driver()
+        ran: Ran = []
+        registry = JobHandlerRegistry()
+        registry.register(ALL[0], SHAPES[shape](ran))
+        settings = JobsSettings(concurrency=2, lease_ms=LEASE_MS, heartbeat_ms=_HEARTBEAT_MS)
+        runner = JobRunner(driver, registry, settings)
+        job_id = await enqueue(driver, payload={"id": shape})
+        runner.start()
+        try:
+            await _until(lambda: _completed(driver, job_id), f"the {shape} job completed")
+        finally:
+            await runner.close()
+        assert [payload_id for payload_id, _ in ran] == [shape], "the body ran once"
+        loop_thread = threading.current_thread().name
+        body_thread = ran[0][1]
+        if shape == "sync_function":
+            assert body_thread != loop_thread, "a sync handler runs in a worker thread"
+        else:
+            assert body_thread == loop_thread, "an awaitable is awaited on the runner's loop"
+        assert await _state(driver, job_id) == ("completed", 1)
+
     async def test_a_ready_job_keeps_its_lease_and_runs_once(
         self, driver_harness: DriverHarness
     ) -> None:

@@ -23,7 +23,8 @@ from loguru import logger
 from ..cli.errors import CliUsageError, StoreError
 from ..cli.redact import redact_keys_option
 from ..cli.running import STORE_FAILURES, describe_failure
-from ..cli.target import open_target, target_options, target_spec
+from ..cli.target import Target, open_target, target_options, target_spec
+from ..errors import StoreSchemaError
 from .app import create_dashboard
 
 DEFAULT_HOST = "127.0.0.1"
@@ -59,10 +60,11 @@ def dashboard(**params: Any) -> None:
 
     async def serve() -> None:
         try:
-            target = await open_target(spec)
+            target = await open_target(spec, create=False)
         except STORE_FAILURES as exc:
             raise StoreError(f"store unreachable: {describe_failure(exc)}") from None
         try:
+            await _check_exists(target)
             app = create_dashboard(
                 target.context or target.queue,
                 allow_actions=allow_actions,
@@ -83,6 +85,17 @@ def dashboard(**params: Any) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     asyncio.run(serve())
+
+
+async def _check_exists(target: Target) -> None:
+    """One line naming what is missing when the ``--url`` store is not there (the dashboard
+    creates nothing); a store that is down is served as 503 pages until it answers."""
+    try:
+        await target.driver.counts()
+    except StoreSchemaError as exc:
+        raise StoreError(f"nothing to show: {exc}") from None
+    except STORE_FAILURES:
+        return
 
 
 class _Stop:

@@ -6,6 +6,9 @@ take back a line).
 
 - ``cli.sleep`` sleeps ``payload["ms"]``; ``cli.fail`` always raises; ``cli.block`` waits
   until it is cancelled; ``cli.nightly`` is a cron schedule (03:00 Europe/Berlin).
+- ``CliHazardApp`` adds handlers that try to end the worker: ``cli.exit`` calls
+  ``sys.exit(3)`` (async), ``cli.interrupt`` raises KeyboardInterrupt (sync, in a thread);
+  ``cli.stuck`` (sync) sleeps ``payload["s"]`` seconds, ignoring its 200 ms timeout.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
+import time
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -81,6 +86,30 @@ class CliTestApp:
     @entry()
     def cli_handlers(self) -> CliHandlers:
         return CliHandlers()
+
+
+class CliHazards:
+    @job_handler("cli.exit", max_attempts=3)
+    async def exit(self, payload: Any, ctx: JobContext) -> None:
+        _ledger("start", ctx)
+        sys.exit(3)
+
+    @job_handler("cli.interrupt", max_attempts=3)
+    def interrupt(self, payload: Any, ctx: JobContext) -> None:
+        _ledger("start", ctx)
+        raise KeyboardInterrupt
+
+    @job_handler("cli.stuck", max_attempts=1, timeout_ms=200)
+    def stuck(self, payload: Any, ctx: JobContext) -> None:
+        _ledger("start", ctx)
+        time.sleep(payload["s"])  # ignores ctx.signal: a thread cannot be cancelled
+
+
+@configuration
+class CliHazardApp(CliTestApp):
+    @entry()
+    def cli_hazards(self) -> CliHazards:
+        return CliHazards()
 
 
 NOT_A_CONFIGURATION = 42

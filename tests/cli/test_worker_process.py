@@ -1,4 +1,5 @@
-"""``neverlost worker`` as a real process: drains on SIGTERM, a second signal exits 1, burst."""
+"""``neverlost worker`` as a real process: drains on SIGTERM, a second signal exits 1, burst;
+a handler calling ``sys.exit()`` or raising KeyboardInterrupt does not end it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from jobs.cli import cli
 from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS, SpawnCli, cli_env, read_ledger
 from tests.stores import StoreTarget
 from tests.support import wait_until
+
+HAZARD_APP = "tests.cli.app:CliHazardApp"
 
 
 async def test_a_worker_drains_its_jobs_and_exits_0_on_sigterm_with_nothing_active(
@@ -109,3 +112,48 @@ async def test_stats_watch_refreshes_until_interrupted_and_exits_0(
     watch.signal(signal.SIGINT)
     assert await watch.exit_code() == 0, watch.log_text()
     assert "Traceback" not in watch.log_text()
+
+
+@pytest.mark.parametrize("store_target", ["sqlite", "redis"], indirect=True)
+async def test_sys_exit_and_keyboard_interrupt_in_handlers_fail_their_jobs_and_the_worker_serves_on(
+    store_target: StoreTarget, spawn_cli: SpawnCli, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    driver = store_target.open()
+    try:
+        queue = JobQueue(driver)
+        worker = await spawn_cli(
+            "worker", HAZARD_APP, "--concurrency", "4", env=cli_env(store_target, ledger)
+        )
+        await worker.wait_for_log("worker ready")
+        beside = await queue.enqueue("cli.sleep", {"ms": 1_000})
+        await wait_until(
+            lambda: any(e["job"] == beside for e in read_ledger(ledger)), timeout=15,
+            message="the job beside them started",
+        )  # fmt: skip
+        exits = await queue.enqueue("cli.exit", {})
+        interrupts = await queue.enqueue("cli.interrupt", {})
+        for job_id, raised in ((exits, "SystemExit(3)"), (interrupts, "KeyboardInterrupt()")):
+            await wait_until(
+                lambda j=job_id: _all_in(driver, [j], "failed"), timeout=15, message=raised
+            )
+            info = await driver.get_job(str(job_id))
+            assert info is not None
+            assert info.last_error is not None
+            assert (info.attempts, info.max_attempts) == (1, 3)  # for good, at once
+            assert info.last_error.startswith(f"HandlerExitError: the handler raised {raised}")
+        await wait_until(
+            lambda: _all_in(driver, [beside], "completed"), timeout=15, message="beside it"
+        )
+        assert worker.process.returncode is None
+        after = await queue.enqueue("cli.sleep", {"ms": 10})
+        await wait_until(
+            lambda: _all_in(driver, [after], "completed"), timeout=15, message="a job after"
+        )
+        log = worker.log_text()
+        assert log.count("failed for good") == 2, log
+        worker.signal(signal.SIGTERM)
+        assert await worker.exit_code() == 0, worker.log_text()
+        assert (await driver.counts())["active"] == 0
+    finally:
+        await driver.close()

@@ -1,5 +1,5 @@
 """The driver conformance suite on SQLAlchemyJobStore: a SQLite file, PostgreSQL, and
-PostgreSQL through PgBouncer in transaction mode (the README's "Behind PgBouncer" URL)."""
+PostgreSQL through PgBouncer in transaction mode (the URL of the docs' "Run behind PgBouncer")."""
 
 from __future__ import annotations
 

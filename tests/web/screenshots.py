@@ -1,4 +1,5 @@
-"""Screenshots of the dashboard for the README: ``python -m tests.web.screenshots [DIR]``.
+"""Screenshots of the dashboard for the docs: ``python -m tests.web.screenshots [DIR]`` (by
+default docs/images).
 
 The browser test ``test_screenshots_of_the_overview_and_a_failed_job`` runs ``capture`` too, so
 this script cannot rot unnoticed.
@@ -73,6 +74,6 @@ async def main(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs")
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/images")
     target.mkdir(parents=True, exist_ok=True)
     asyncio.run(main(target))

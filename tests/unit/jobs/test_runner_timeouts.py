@@ -82,7 +82,7 @@ async def test_a_handler_that_swallows_cancellation_is_settled_anyway() -> None:
         assert 0.3 <= elapsed < 1.5
         assert swallowed >= 1  # cancelled at the timeout (and again when abandoned)
         assert runner.stats["abandoned"] == 1
-        await wait_until(lambda: runner.in_flight == 0, message="the slot freed")
+        await wait_until(lambda: runner.in_flight == 0, message="settled: nothing in flight")
         _, _, error = await state_of(driver, job_id)
         assert error is not None
         assert error.startswith("JobTimeoutError")
