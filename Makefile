@@ -27,7 +27,7 @@ $(UV_STAMP):
 
 # --locked: installs the lock as it is, and fails when pyproject.toml no longer matches it.
 $(STAMP): pyproject.toml uv.lock $(UV_STAMP)
-	@$(UV) sync --locked --all-extras --quiet --python $(PYTHON) || { \
+	@$(UV) sync --locked --all-extras --python $(PYTHON) || { \
 	  echo "make: 'uv sync --locked' failed. If uv.lock does not match pyproject.toml," \
 	       "run 'make lock' and commit uv.lock." >&2; exit 1; }
 	touch $@

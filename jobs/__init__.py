@@ -4,6 +4,8 @@ This is the user API. Driver and outbox-store authors import ``jobs.spi`` (recor
 and ``jobs.spi.support``; the suite a driver passes is ``jobs.testing``.
 """
 
+
+from ._version import __version__ as __version__
 from .autoconfig import JobsAutoConfiguration
 from .clock import Clock, ManualClock, SystemClock
 from .context import AbortSignal, JobContext

@@ -15,9 +15,12 @@ JobsError
  +-- PermanentError                    raised by a handler: fail the job now, no more attempts
  |    +-- HandlerExitError              a handler raised SystemExit or KeyboardInterrupt
  +-- RetryLater                        raised by a handler: retry after ``delay_ms``
+ +-- MissingExtraError (ImportError)   an integration used without its extra installed
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 
 class JobsError(Exception):
@@ -113,3 +116,32 @@ class RetryLater(JobsError):
             raise ValueError(f"RetryLater needs delay_ms as an int >= 0, got {delay_ms!r}")
         self.delay_ms = delay_ms
         super().__init__(message)
+
+
+class MissingExtraError(JobsError, ImportError):
+    """An optional integration was used without the extra that installs it.
+
+    The message is one line naming the extra, e.g. ``RedisJobDriver needs the redis extra:
+    pip install 'neverlost[redis]'``. ``extra`` is the extra's name; ``name`` (ImportError's)
+    the first module found missing.
+    """
+
+    def __init__(self, feature: str, extra: str, missing: str) -> None:
+        self.feature = feature
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the {extra} extra: pip install 'neverlost[{extra}]'", name=missing
+        )
+
+
+def require_extra(feature: str, extra: str, *modules: str) -> None:
+    """Raise ``MissingExtraError`` when one of ``modules`` (top-level names) is not installed.
+
+    Called where an integration is first used (a driver package's import, an engine's
+    creation), before anything imports the modules themselves, so a missing extra fails with
+    its one line rather than with the ``ModuleNotFoundError`` of a module deep inside. Looks the
+    modules up without importing them.
+    """
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(feature, extra, module)

@@ -9,20 +9,26 @@
   until ``run_jobs``), closed after the test.
 * ``jobs_queue``: that context's JobQueue.
 
-Async fixtures need pytest-asyncio. The plugin defines fixtures only (no hooks, no options)
-and lives outside ``jobs.testing`` so that loading it imports nothing but pytest and the
-``jobs`` package (which a neverlost application's tests import anyway); ``jobs.testing``,
-with the conformance suite, is imported by the fixtures that use it.
+Async fixtures need pytest-asyncio: without it the plugin still loads (an application's other
+tests run), and ``jobs_context`` fails saying what to install. The plugin defines fixtures only
+(no hooks, no options) and lives outside ``jobs.testing`` so that loading it imports nothing
+but pytest and the ``jobs`` package (which a neverlost application's tests import anyway);
+``jobs.testing``, with the conformance suite, is imported by the fixtures that use it.
 ``pytest -p no:neverlost`` turns it off.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
-import pytest_asyncio
+
+_async_fixture: Any
+try:
+    from pytest_asyncio import fixture as _async_fixture
+except ImportError:  # jobs_context says what to install when a test asks for it
+    _async_fixture = None
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
@@ -43,8 +49,7 @@ def jobs_clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest_asyncio.fixture
-async def jobs_context(
+async def _jobs_context(
     jobs_configurations: list[type], jobs_clock: ManualClock
 ) -> AsyncIterator[ApplicationContext]:
     """A started testing context of ``jobs_configurations`` on ``jobs_clock``."""
@@ -52,6 +57,17 @@ async def jobs_context(
 
     async with await builder_for_tests(jobs_configurations, clock=jobs_clock).run() as context:
         yield context
+
+
+def _needs_pytest_asyncio() -> NoReturn:
+    pytest.fail("jobs_context is async: it needs pytest-asyncio (pip install pytest-asyncio)")
+
+
+jobs_context: Any = (
+    _async_fixture(_jobs_context, name="jobs_context")
+    if _async_fixture is not None
+    else pytest.fixture(_needs_pytest_asyncio, name="jobs_context")
+)
 
 
 @pytest.fixture

@@ -60,6 +60,7 @@ try:
 except ImportError:  # pragma: no cover - SQLAlchemy 2.0
     from sqlalchemy.util import await_only as _await
 
+from jobs.errors import require_extra
 from jobs.spi.support import redact_url
 
 from ._process_lock import ProcessWriterLock, writer_lock_path
@@ -142,6 +143,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     reset_open_only = False
     postgres = parsed.get_backend_name() == "postgresql"
     if postgres:
+        require_extra("PostgreSQL", "postgres", "asyncpg")
         parsed, kwargs = _libpq_ssl_options(parsed, kwargs)
         if "poolclass" not in kwargs:
             kwargs.setdefault("pool_size", POSTGRES_POOL_SIZE)

@@ -58,7 +58,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
-import asyncpg  # type: ignore[import-untyped]
 from loguru import logger
 from pydantic import BaseModel
 from sqlalchemy import Connection, MetaData
@@ -79,6 +78,7 @@ from jobs.spi.support import (
     resolve_job,
 )
 
+from ._database import asyncpg_errors
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
 from ._database.listener import listen_engine
@@ -138,7 +138,7 @@ async def _append_on_asyncpg(
         return result.scalar()
     try:
         return await driver.fetchval(sql, *args)
-    except asyncpg.PostgresError as exc:
+    except asyncpg_errors.PostgresError as exc:
         raise DBAPIError(sql, args, exc) from exc
 
 

@@ -1,5 +1,9 @@
-"""The Redis job driver: Lua scripts over sorted sets and hashes, namespaced."""
+"""The Redis job driver: Lua scripts over sorted sets and hashes, namespaced.
 
+Needs the ``redis`` extra (redis-py and hiredis): ``pip install 'neverlost[redis]'``.
+"""
+
+from . import _extra  # noqa: F401  (first: without redis-py, one line naming the extra)
 from .admin import delete_namespace
 from .driver import RedisJobDriver
 from .errors import (

@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from .. import __version__
+from ..errors import MissingExtraError
 from .logs import configure_logging
 
 LAZY_COMMANDS: dict[str, str] = {"dashboard": "jobs.web.command:dashboard"}
@@ -39,6 +41,8 @@ class NeverlostGroup(click.Group):
         module_name, _, attr = target.partition(":")
         try:
             module = importlib.import_module(module_name)
+        except MissingExtraError as exc:
+            return _needs_extra(name, exc)
         except ModuleNotFoundError as exc:
             if exc.name is not None and module_name.startswith(exc.name):
                 return None  # the package that provides it is not there
@@ -58,6 +62,9 @@ class NeverlostGroup(click.Group):
     ) -> Any:
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except MissingExtraError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "neverlost"
             click.echo(f"Error: {exc.format_message()} (see '{where} --help')", err=True)
@@ -73,10 +80,27 @@ class NeverlostGroup(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
 
+def _needs_extra(name: str, missing: MissingExtraError) -> click.Command:
+    """A stand-in for a command whose extra is not installed: listed, and failing in one line."""
+    message = str(MissingExtraError(f"neverlost {name}", missing.extra, missing.name or ""))
+
+    def fail() -> None:
+        raise click.ClickException(message)
+
+    return click.Command(
+        name,
+        callback=fail,
+        help=f"(not installed) {message}",
+        short_help=f"(needs the {missing.extra} extra)",
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )
+
+
 @click.group(
     name="neverlost", cls=NeverlostGroup, context_settings={"help_option_names": ["-h", "--help"]}
 )
-@click.version_option(package_name="neverlost", prog_name="neverlost")
+@click.version_option(__version__, prog_name="neverlost", message="%(prog)s %(version)s")
 def cli() -> None:
     """neverlost: run workers and operate the job store.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -50,8 +51,16 @@ def plain(value: Any) -> Any:
     return value
 
 
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029]")
+"""What ``json.dumps(ensure_ascii=False)`` leaves raw that a terminal may act on: DEL, the C1
+controls (CSI is one) and the Unicode line separators; JSON escapes C0 itself."""
+
+
 def print_json(value: Any) -> None:
-    click.echo(json.dumps(plain(value), indent=2, ensure_ascii=False))
+    """``value`` as one JSON document (non-ASCII text as it is, but control characters as
+    ``\\u`` escapes: the same data, harmless on a terminal)."""
+    text = json.dumps(plain(value), indent=2, ensure_ascii=False)
+    click.echo(_RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text))
 
 
 def literal(value: object, *, multiline: bool = False) -> Text:

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from redis import exceptions as redis_errors
 from sqlalchemy import exc as sql_errors
 
 from ..errors import DriverError, StoreSchemaError
@@ -16,11 +15,20 @@ from .target import Target, TargetSpec, describe_store, open_target
 
 T = TypeVar("T")
 
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from redis import exceptions as redis_errors
+    except ImportError:  # no redis extra: no Redis store to fail
+        return ()
+    return (redis_errors.RedisError,)
+
+
 STORE_FAILURES: tuple[type[BaseException], ...] = (
     DriverError,
     OSError,
     TimeoutError,
-    redis_errors.RedisError,
+    *_redis_errors(),
     sql_errors.DBAPIError,
 )
 """What a store that is down, unreachable or refusing raises through the drivers."""

@@ -16,6 +16,7 @@ import click
 
 from framework import ApplicationContext, FrameworkError, start_lifecycles
 
+from ..errors import MissingExtraError
 from ..health import store_name
 from ..queue import JobQueue
 from ..redaction import redact_url
@@ -193,6 +194,8 @@ def _sql_store(
         if table_prefix is None:
             return SQLAlchemyJobStore(url, create_tables=create)
         return SQLAlchemyJobStore(url, table_prefix=table_prefix, create_tables=create)
+    except MissingExtraError:
+        raise  # its own one line (exit 1): the URL is fine, the install is not
     except (ValueError, ImportError) as exc:
         raise CliUsageError(f"--url {redact_url(url)!r}: {exc}") from None
 

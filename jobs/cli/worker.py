@@ -19,6 +19,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -30,10 +31,12 @@ from ..spi import JobDriver
 from ..tokens import JOB_DRIVER, JOB_QUEUE, JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY
 from .burst import nothing_due
 from .errors import CliUsageError, StoreError
-from .health import HasHealth, HealthServer
 from .loading import load_builder
 from .running import STORE_FAILURES, describe_failure
 from .target import describe_store
+
+if TYPE_CHECKING:
+    from .health import HasHealth, HealthServer
 
 DRAIN_POLL_S = 0.05
 STARTUP_RETRY_MAX_S = 2.0
@@ -184,6 +187,7 @@ class WorkerProcess:
         """Serve /healthz on the runner and on the relay and scheduler this process runs."""
         if self.options.health_port is None:
             return None
+        from .health import HealthServer  # the web stack (dashboard extra) only when asked
         services: list[HasHealth] = [runner]
         for token in (OUTBOX_RELAY, JOB_SCHEDULER):
             if token.name in context and context.get_value(token.name).is_running:

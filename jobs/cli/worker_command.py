@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from ..errors import require_extra
 from .group import cli
 from .logs import LEVELS, configure_logging
 from .worker import WorkerOptions, WorkerProcess
@@ -85,6 +86,8 @@ def worker(
     job is retried after its lease) and exits 1. A store that does not answer within
     --startup-timeout exits 1 naming it.
     """
+    if health_port is not None:  # its HTTP server is the dashboard's stack
+        require_extra("neverlost worker --health-port", "dashboard", "starlette", "uvicorn")
     configure_logging(log_level, json_lines=log_json)
     options = WorkerOptions(
         app=app,

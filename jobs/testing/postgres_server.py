@@ -17,7 +17,11 @@ import stat
 import time
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
+from jobs.errors import require_extra
+
+require_extra("jobs.testing.postgres_server", "postgres", "asyncpg")
+
+import asyncpg  # type: ignore[import-untyped]  # noqa: E402
 
 START_TIMEOUT_S = 30.0
 

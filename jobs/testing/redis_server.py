@@ -16,10 +16,14 @@ import socket
 import time
 from pathlib import Path
 
-from redis import exceptions as redis_errors
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from jobs.errors import require_extra
+
+require_extra("jobs.testing.redis_server", "redis", "redis")
+
+from redis import exceptions as redis_errors  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
+from redis.asyncio.retry import Retry  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0

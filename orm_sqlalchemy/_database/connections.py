@@ -37,7 +37,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
-import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
@@ -46,6 +45,7 @@ from jobs.errors import DriverError, StoreUnavailableError
 from jobs.spi.support import Coalescer
 
 from ..engine import WriterTurns, writer_gate
+from . import asyncpg_errors as pg
 from .errors import store_error
 from .slots import Slots
 from .statements import Statement
@@ -253,7 +253,7 @@ class PostgresBackend:
     async def _failed(self, held: _Held, exc: Exception) -> Exception:
         """``exc`` raised by a statement on ``held``: the connection back to the pool, or
         invalidated if it broke; the error to raise in its place."""
-        if isinstance(exc, asyncpg.PostgresError):  # the server refused it; the connection is fine
+        if isinstance(exc, pg.PostgresError):  # the server refused it; the connection is fine
             await self._checkin(held)
             lost = held.broke()
         else:

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import sqlite3
 
-import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
 from jobs.errors import DriverError, StoreSchemaError, StoreUnavailableError
 
+from . import asyncpg_errors as pg
+
 __all__ = ["check_engine", "store_error"]
 
 _PG_UNAVAILABLE = (
-    asyncpg.PostgresConnectionError,  # class 08
-    asyncpg.exceptions.OperatorInterventionError,  # 57: shutdown, cannot connect now, canceled
-    asyncpg.exceptions.InsufficientResourcesError,  # 53: too many connections, disk full
-    asyncpg.exceptions.ConnectionDoesNotExistError,
+    pg.PostgresConnectionError,  # class 08
+    pg.OperatorInterventionError,  # 57: shutdown, cannot connect now, canceled
+    pg.InsufficientResourcesError,  # 53: too many connections, disk full
+    pg.ConnectionDoesNotExistError,
 )
 _LOST_CONNECTION_HINTS = (
     "another operation is in progress",  # a pooled connection the server killed mid-protocol
@@ -33,7 +34,7 @@ _LOST_CONNECTION_HINTS = (
     "the database system is",  # shutting down / starting up / in recovery mode
 )
 """asyncpg InterfaceErrors (and wrapped messages) that mean the connection is gone, not misuse."""
-_PG_SCHEMA = (asyncpg.exceptions.UndefinedTableError, asyncpg.exceptions.UndefinedColumnError)
+_PG_SCHEMA = (pg.UndefinedTableError, pg.UndefinedColumnError)
 _SQLITE_SCHEMA_HINTS = ("no such table", "no such column", "has no column")
 
 
@@ -59,7 +60,7 @@ def _translate(exc: Exception, store: str) -> DriverError:
     ):
         return StoreSchemaError(f"{store} does not fit the database's tables: {exc}")
     driver_cause = exc.__cause__
-    if isinstance(driver_cause, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+    if isinstance(driver_cause, pg.PostgresError | pg.InterfaceError | OSError):
         # SQLAlchemy's adapted DBAPI error, raised bare by a pool connect: its driver cause.
         return _translate(driver_cause, store)
     if isinstance(exc, (OSError, sqlite3.OperationalError, *_PG_UNAVAILABLE)) or any(
@@ -67,9 +68,9 @@ def _translate(exc: Exception, store: str) -> DriverError:
     ):
         reason = str(exc) or type(exc).__name__
         return StoreUnavailableError(f"{store} cannot reach its database: {reason}")
-    if isinstance(exc, asyncpg.exceptions.UniqueViolationError | sqlite3.IntegrityError):
+    if isinstance(exc, pg.UniqueViolationError | sqlite3.IntegrityError):
         return DriverError(f"{store} refused a duplicate: {exc}")
-    if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | sqlite3.Error):
+    if isinstance(exc, pg.PostgresError | pg.InterfaceError | sqlite3.Error):
         return DriverError(f"{store} failed a statement: {exc}")
     if isinstance(exc, SQLAlchemyError):
         return DriverError(f"{store} failed: {exc}")

@@ -105,8 +105,11 @@ def test_jobs_show_prints_the_key_payload_and_error_literally(planted: Planted) 
     assert r"\x1b[2J\x1b[H\x1b]0;pwned\x07\x9b31m" in shown  # the error, its controls escaped
     assert "\nsecond line" in shown.replace("│", "").replace(" \n", "\n").replace("\n ", "\n")
     assert "[link=x]y[/link]" in shown  # a payload key
-    as_json = json.loads(planted.run("jobs", "show", planted.failed_id, "--json").stdout)
-    assert as_json["payload"] == PAYLOAD  # --json is for programs: the data as stored
+    raw = assert_harmless(planted.run("jobs", "show", planted.failed_id, "--json"))
+    as_json = json.loads(raw)  # --json is for programs: the data as stored, controls escaped
+    assert as_json["payload"] == PAYLOAD
+    assert as_json["key"] == KEY
+    assert as_json["last_error"] == ERROR
 
 
 def test_workers_prints_the_host_and_types_literally(planted: Planted) -> None:
