@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from framework import ApplicationContext, auto_configuration, entry
 
+from .errors import JobsError
 from .handlers import JobHandlerRegistry
 from .inprocess import InProcessJobDriver
 from .outbox_relay import JobOutboxPublisher, OutboxRelay
@@ -75,12 +76,18 @@ class JobsAutoConfiguration:
 
     @entry(OUTBOX_RELAY, when_bean=OUTBOX_STORE)
     def outbox_relay(
-        self, outbox_store: OutboxStore, job_queue: JobQueue, jobs_settings: JobsSettings
+        self,
+        outbox_store: OutboxStore,
+        job_queue: JobQueue,
+        jobs_settings: JobsSettings,
+        job_driver: JobDriver,
     ) -> OutboxRelay:
+        check_outbox_driver(job_driver, jobs_settings)
         return OutboxRelay(
             outbox_store,
             JobOutboxPublisher(job_queue),
             poll_interval_ms=jobs_settings.poll_interval_ms,
+            retain_published_ms=jobs_settings.retain_published_ms,
             auto_startup=jobs_settings.auto_start,
         )
 
@@ -92,3 +99,21 @@ class JobsAutoConfiguration:
         jobs_settings: JobsSettings,
     ) -> JobRunner:
         return JobRunner(job_driver, job_handler_registry, jobs_settings)
+
+
+def check_outbox_driver(job_driver: JobDriver, settings: JobsSettings) -> None:
+    """Refuse an outbox whose jobs would be published into a driver that keeps them in memory.
+
+    A driver says it is not durable with a class attribute ``durable = False``
+    (``InProcessJobDriver``); ``JobsSettings(allow_volatile_outbox=True)`` allows it (tests).
+    """
+    if getattr(job_driver, "durable", True) or settings.allow_volatile_outbox:
+        return
+    raise JobsError(
+        f"an outbox store is declared (bean {OUTBOX_STORE.name!r}), but JOB_DRIVER (bean "
+        f"{JOB_DRIVER.name!r}) is {type(job_driver).__name__}, which keeps jobs in memory: "
+        "every job the outbox relay publishes would be lost when the process exits, its entry "
+        "already marked published. Declare a durable JOB_DRIVER in your configuration "
+        "(@entry(JOB_DRIVER) returning a SQLAlchemyJobStore or a RedisJobDriver), or, in "
+        "tests, allow it with JobsSettings(allow_volatile_outbox=True)"
+    )

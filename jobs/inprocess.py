@@ -38,7 +38,14 @@ _Entry = tuple[int, int, str]  # (time ms, sequence, job id)
 
 
 class InProcessJobDriver:
-    """Jobs in a dict, ordered by heaps; wakes idle runners at once; takes an injectable clock."""
+    """Jobs in a dict, ordered by heaps; wakes idle runners at once; takes an injectable clock.
+
+    Not durable (``durable = False``): its jobs end with the process, so an application that
+    declares an outbox with it as ``JOB_DRIVER`` fails ``run()`` unless its settings allow it
+    (``JobsSettings(allow_volatile_outbox=True)``, for tests).
+    """
+
+    durable = False
 
     def __init__(
         self,

@@ -17,13 +17,17 @@ fallback. Lifecycle phase 20, started like the
 runner. The loop runs under a ``Supervisor`` (restarted after anything unexpected escapes it);
 ``health()`` says whether the store answered within three poll intervals and the loop is alive.
 The first claim checks the store: if it cannot be reached, one line says so, naming it.
+
+With ``retain_published_ms`` (``JobsSettings.retain_published_ms``, 7 days, wired by the
+autoconfiguration) a second supervised loop deletes entries published longer ago than that,
+at start and then every ``prune_interval_ms``, beside the relaying (a large backlog of history
+does not hold up publishing); a failed prune is logged and tried again at the next interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,8 +49,8 @@ from .telemetry import (
     traceparent_for,
 )
 
-_PRUNE_EVERY_S = 60.0
 RELAY_LOOP = "relay"
+PRUNE_LOOP = "prune"
 
 
 class OutboxRelay(BackgroundService):
@@ -64,11 +68,19 @@ class OutboxRelay(BackgroundService):
         lease_ms: int = 30_000,
         poll_interval_ms: int = 1_000,
         retain_published_ms: int | None = None,
+        prune_interval_ms: int = 60_000,
         backoff: Backoff | None = None,
         auto_startup: bool = False,
     ) -> None:
-        if batch_size <= 0 or lease_ms <= 0 or poll_interval_ms <= 0:
-            raise ValueError("batch_size, lease_ms and poll_interval_ms must be positive")
+        if batch_size <= 0 or lease_ms <= 0 or poll_interval_ms <= 0 or prune_interval_ms <= 0:
+            raise ValueError(
+                "batch_size, lease_ms, poll_interval_ms and prune_interval_ms must be positive"
+            )
+        if retain_published_ms is not None and retain_published_ms < 0:
+            raise ValueError(
+                f"retain_published_ms must not be negative (None keeps every published entry), "
+                f"got {retain_published_ms}"
+            )
         super().__init__(store)
         self.store = store
         self.publisher = publisher
@@ -76,17 +88,18 @@ class OutboxRelay(BackgroundService):
         self.lease_ms = lease_ms
         self.poll_interval_ms = poll_interval_ms
         self.retain_published_ms = retain_published_ms
+        self.prune_interval_ms = prune_interval_ms
         self.backoff = backoff or exponential_backoff(1_000, 30_000)
         self.auto_startup = auto_startup
-        self.stats: dict[str, int] = {"published": 0, "failed": 0}
+        self.stats: dict[str, int] = {"published": 0, "failed": 0, "pruned": 0}
         self._next_claim: asyncio.Task[list[OutboxEntry]] | None = None
         self._marking: asyncio.Task[None] | None = None
-        self._last_prune = 0.0
         self._caught_up = False
         self._unwatch: Callable[[], None] = lambda: None
         self._relay_failures = FailureStreak("relaying outbox entries")
         self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
         self._mark_failures = FailureStreak("marking outbox entries published", level="WARNING")
+        self._prune_failures = FailureStreak("pruning published outbox entries", level="WARNING")
 
     @property
     def caught_up(self) -> bool:
@@ -101,9 +114,11 @@ class OutboxRelay(BackgroundService):
         return 3 * self.poll_interval_ms
 
     def _on_start(self) -> None:
-        """Start relaying."""
+        """Start relaying (and pruning, with ``retain_published_ms``)."""
         self._caught_up = False
         self._supervisor.spawn(RELAY_LOOP, self._loop)
+        if self.retain_published_ms is not None and not self._supervisor.running(PRUNE_LOOP):
+            self._supervisor.spawn(PRUNE_LOOP, self._prune_loop)
         self._unwatch = watch_outbox(self.store)
 
     def _on_stop(self) -> None:
@@ -137,7 +152,6 @@ class OutboxRelay(BackgroundService):
                 self.store.claim(self.batch_size, self.lease_ms), name="jobs.outbox-relay.claim"
             )
         await self._hand_over(entries, mark_later=prefetch)
-        await self._prune_now_and_then()
         return len(entries)
 
     async def _finish_prefetched_claim(self) -> None:
@@ -264,16 +278,27 @@ class OutboxRelay(BackgroundService):
             entry.id,
         )
 
-    async def _prune_now_and_then(self) -> None:
-        if self.retain_published_ms is None:
-            return
-        now = time.monotonic()
-        if now - self._last_prune < _PRUNE_EVERY_S:
-            return
-        self._last_prune = now
-        pruned = await self.store.prune(self.retain_published_ms)
-        if pruned:
-            logger.debug("pruned {} published outbox entries", pruned)
+    async def _prune_loop(self) -> None:
+        """Delete published entries past ``retain_published_ms``, now and every interval: batch
+        after batch (the store bounds each call) until none is left or the relay stops."""
+        supervisor, failures = self._supervisor, self._prune_failures
+        retain_ms = self.retain_published_ms
+        assert retain_ms is not None
+        while not supervisor.stopping(PRUNE_LOOP):
+            total = 0
+            try:
+                while pruned := await self.store.prune(retain_ms):
+                    total += pruned
+                    self.stats["pruned"] += pruned
+                    if supervisor.stopping(PRUNE_LOOP):
+                        break
+            except Exception as exc:
+                failures.failed(exc, then=f"pruning again in {self.prune_interval_ms} ms")
+            else:
+                failures.succeeded()
+            if total:
+                logger.debug("pruned {} published outbox entries", total)
+            await supervisor.wait(asyncio.sleep(self.prune_interval_ms / 1000))
 
 
 class JobOutboxPublisher:

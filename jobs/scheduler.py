@@ -145,7 +145,7 @@ class JobScheduler(BackgroundService):
         self._context = context
         self._given = tuple(schedules)
         self._schedules: tuple[Schedule, ...] | None = None
-        self._retry_delay = exponential_backoff(min(1_000, interval), interval)
+        self._retry_delay = exponential_backoff(min(1_000, interval), interval, jitter=0)
         self._pass_failures = FailureStreak("job scheduler pass")
         self._enqueue_failures = FailureStreak("queuing scheduled jobs")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 DAY_MS = 86_400_000
 DEFAULT_RETAIN_COMPLETED_MS = 7 * DAY_MS
 DEFAULT_RETAIN_FAILED_MS = 30 * DAY_MS
+DEFAULT_RETAIN_PUBLISHED_MS = 7 * DAY_MS
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_TIMEOUT_MS = 30 * 60_000
 MIB = 1024 * 1024
@@ -53,6 +54,11 @@ class JobsSettings:
     the handler's ``timeout_ms`` wins (or its job definition's), then the request's, then this;
     None runs such handlers without a timeout. It is checked on the runner's heartbeat sweep,
     so it fires up to half a heartbeat interval late.
+    ``retain_published_ms`` (7 days) is how long the outbox relay keeps published outbox entries
+    before it deletes them (None: kept forever). ``allow_volatile_outbox`` lets an application
+    declare an outbox while its ``JOB_DRIVER`` keeps jobs in memory (the in-process default),
+    for tests: otherwise ``run()`` refuses it, since every job the relay published would be
+    lost with the process.
     ``prefetch`` is how many leased jobs the runner keeps ready beside its ``concurrency``
     running ones (None: half the concurrency), so a slot that frees starts its next job at once
     instead of waiting for a claim; they are heartbeated like running jobs, and ``close()``
@@ -70,6 +76,8 @@ class JobsSettings:
     drain_timeout_ms: int | None = None
     timeout_grace_ms: int = 1_000
     default_timeout_ms: int | None = DEFAULT_TIMEOUT_MS
+    retain_published_ms: int | None = DEFAULT_RETAIN_PUBLISHED_MS
+    allow_volatile_outbox: bool = False
     schedule_interval_ms: int = 60_000
     prefetch: int | None = None
 
@@ -99,6 +107,11 @@ class JobsSettings:
         for name in ("retain_completed_ms", "retain_failed_ms", "timeout_grace_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"JobsSettings.{name} must not be negative")
+        if self.retain_published_ms is not None and self.retain_published_ms < 0:
+            raise ValueError(
+                "JobsSettings.retain_published_ms must not be negative (None: keep published "
+                f"outbox entries forever), got {self.retain_published_ms}"
+            )
 
     @property
     def effective_prefetch(self) -> int:

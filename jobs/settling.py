@@ -25,7 +25,9 @@ from .retry import exponential_backoff
 from .spi.driver import JobDriver
 from .spi.records import ClaimedJob
 
-STORE_BACKOFF = exponential_backoff(100, 30_000)
+STORE_BACKOFF = exponential_backoff(100, 30_000, jitter=0)
+"""Between retries of the runner's own failing store calls (not job retries): the nominal
+delays, as logged."""
 
 
 class Settler:

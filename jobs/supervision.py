@@ -26,7 +26,7 @@ __all__ = ["LoopHealth", "Supervisor"]
 
 T = TypeVar("T")
 
-DEFAULT_RESTART_BACKOFF = exponential_backoff(100, 30_000)
+DEFAULT_RESTART_BACKOFF = exponential_backoff(100, 30_000, jitter=0)
 _STEADY_S = 60.0
 """A loop that ran this long before failing starts its backoff over."""
 

@@ -101,6 +101,8 @@ __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 _LISTEN_RETRY_S = 5.0
 M = TypeVar("M", bound=BaseModel)
+PRUNE_BATCH = 1_000
+"""At most this many published entries are deleted by one ``prune()``."""
 _PG_CONNECTIONS = 4
 """At most this many PostgreSQL connections run the store's statements (a relay uses one)."""
 
@@ -346,8 +348,12 @@ class SQLAlchemyOutboxStore:
         return bool(rows)
 
     async def prune(self, older_than_ms: int) -> int:
-        """Delete entries published more than ``older_than_ms`` ago; how many were deleted."""
-        return len(await self._fetch("prune", older_than_ms=older_than_ms))
+        """Delete entries published more than ``older_than_ms`` ago, oldest first and at most
+        ``PRUNE_BATCH`` of them (one short write: on SQLite the app's commits wait for it);
+        how many were deleted."""
+        if older_than_ms < 0:
+            raise ValueError(f"older_than_ms must not be negative, got {older_than_ms}")
+        return len(await self._fetch("prune", older_than_ms=older_than_ms, batch=PRUNE_BATCH))
 
     async def oldest_unpublished_age_ms(self) -> int | None:
         """How long the oldest unpublished entry has waited (ms, by the store's clock); None

@@ -77,7 +77,9 @@ class OutboxStore(Protocol):
         ...
 
     async def prune(self, older_than_ms: int) -> int:
-        """Delete entries published more than ``older_than_ms`` ago; how many."""
+        """Delete entries published more than ``older_than_ms`` ago, at most a batch of the
+        store's choosing per call (one short statement); how many, 0 when none is left. The
+        relay calls it again while it deletes."""
         ...
 
     async def wait_for_entries(self, timeout_ms: int) -> None:

@@ -84,6 +84,7 @@ class JobsTestConfiguration:
             outbox_store,
             JobOutboxPublisher(job_queue),
             poll_interval_ms=jobs_settings.poll_interval_ms,
+            retain_published_ms=jobs_settings.retain_published_ms,
             auto_startup=False,
         )
 

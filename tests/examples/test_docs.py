@@ -48,7 +48,7 @@ EXPECTED_OUTPUT = {
     "True ['claim', 'heartbeat', 'presence'] 0\n",
     "operations": "1 PermanentError: mailbox does not exist\nTrue\nTrue\n"
     "due=1 scheduled=0 cancelled=1\n1\n",
-    "testing": "Receipt(invoice_id=7)\npending 1\ncompleted 2 09:00:01\n[7]",
+    "testing": "Receipt(invoice_id=7)\npending 1\ncompleted 2\n[7]",
     "redis-topologies": "",
     "pgbouncer": "",
     "fastapi": "{'queued': True}\n{'queued': False}\n",

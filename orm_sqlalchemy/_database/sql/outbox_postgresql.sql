@@ -60,8 +60,18 @@ WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
 RETURNING 1;
 
 -- name: prune
-DELETE FROM {table}
-WHERE published_at IS NOT NULL AND published_at < {now} - CAST(:older_than_ms AS bigint)
+-- At most :batch entries published before the cutoff, oldest first (the partial index on
+-- published_at), so one call is one short statement; the relay calls again while it deletes.
+-- Rows another pruner holds are skipped, never waited for.
+WITH doomed AS MATERIALIZED (
+    SELECT id FROM {table}
+    WHERE published_at IS NOT NULL AND published_at < {now} - CAST(:older_than_ms AS bigint)
+    ORDER BY published_at
+    LIMIT CAST(:batch AS bigint)
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {table} AS e USING doomed
+WHERE e.id = doomed.id
 RETURNING 1;
 
 -- name: oldest_unpublished_age

@@ -52,8 +52,15 @@ WHERE id = :id AND lease_token = :lease_token AND published_at IS NULL
 RETURNING 1;
 
 -- name: prune
+-- At most :batch entries published before the cutoff, oldest first (the partial index on
+-- published_at), so one call is one short write; the relay calls again while it deletes.
 DELETE FROM {table}
-WHERE published_at IS NOT NULL AND published_at < {now} - :older_than_ms
+WHERE id IN (
+    SELECT id FROM {table}
+    WHERE published_at IS NOT NULL AND published_at < {now} - :older_than_ms
+    ORDER BY published_at
+    LIMIT :batch
+)
 RETURNING 1;
 
 -- name: oldest_unpublished_age

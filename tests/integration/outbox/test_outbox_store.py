@@ -19,6 +19,7 @@ from jobs.errors import (
 )
 from jobs.spi import OutboxEntry, OutboxStore
 from jobs.telemetry import parse_traceparent
+from orm_sqlalchemy import outbox as outbox_module
 from orm_sqlalchemy.engine import create_engine
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore
 from orm_sqlalchemy.tables import outbox_schema
@@ -258,6 +259,23 @@ async def test_prune_deletes_only_published_entries_older_than_the_cutoff(
     assert await store.prune(2_000) == 1  # a, published 6 s ago
     assert await store.prune(2_000) == 0
     assert await harness.count() == 2
+
+
+async def test_prune_deletes_a_bounded_batch_a_call_oldest_first(
+    harness: OutboxHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outbox_module, "PRUNE_BATCH", 2)
+    clock = ManualClock(1_000_000)
+    tm, store = await _store(harness, clock)
+    await _append(tm, store, 5)
+    for entry in await store.claim(5, LONG_LEASE_MS):
+        assert await store.mark_published(entry.id, entry.lease_token)
+        clock.advance(10)
+    clock.advance(5_000)
+    assert [await store.prune(1_000) for _ in range(4)] == [2, 2, 1, 0]
+    assert await harness.count() == 0
+    with pytest.raises(ValueError, match="older_than_ms must not be negative"):
+        await store.prune(-1)
 
 
 async def test_concurrent_claimers_on_separate_engines_never_share_an_entry(

@@ -21,6 +21,7 @@ from jobs import (
 from jobs.errors import StoreUnavailableError
 from jobs.spi import OutboxEntry
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
+from orm_sqlalchemy import outbox as outbox_module
 from tests.integration.outbox.conftest import OutboxHarness
 from tests.support import captured_logs, wait_until
 
@@ -163,11 +164,11 @@ async def test_a_failed_publish_is_retried_after_a_backoff(app: App) -> None:
         "publishing outbox entries failed: ConnectionError: queue unreachable; entry "
     )
     assert warning["message"].endswith("(order.placed) is retried in 5000 ms")
-    assert relay.stats == {"published": 0, "failed": 1}
+    assert relay.stats == {"published": 0, "failed": 1, "pruned": 0}
     assert await relay.relay_once() == 0  # not before its backoff
     app.outbox_clock.advance(5_000)
     assert await relay.relay_once() == 1
-    assert relay.stats == {"published": 1, "failed": 1}
+    assert relay.stats == {"published": 1, "failed": 1, "pruned": 0}
     assert await app.job_count() == 1
 
 
@@ -273,3 +274,34 @@ async def test_the_relay_is_caught_up_once_a_claim_finds_nothing_and_not_while_e
     assert await relay.relay_once() == 1
     assert not relay.caught_up
     await relay.close()
+
+
+async def test_the_relay_prunes_entries_published_past_their_retention_batch_after_batch(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries published longer ago than retain_published_ms go, a bounded batch a statement
+    until none is left; those published since stay."""
+    monkeypatch.setattr(outbox_module, "PRUNE_BATCH", 2)
+    relay = OutboxRelay(
+        app.outbox,
+        JobOutboxPublisher(app.queue),
+        poll_interval_ms=50,
+        retain_published_ms=1_000,
+        prune_interval_ms=50,
+    )
+    for n in range(5):
+        await app.place_order(f"old-{n}")
+    relay.start()
+    try:
+        await wait_until(lambda: relay.stats["published"] == 5, message="five published")
+        assert relay.stats["pruned"] == 0  # published just now: kept
+        app.outbox_clock.advance(600)
+        await app.place_order("new")
+        await wait_until(lambda: relay.stats["published"] == 6, message="the sixth published")
+        app.outbox_clock.advance(600)  # the five: 1.2 s ago, past 1 s; the sixth: 0.6 s
+        await wait_until(lambda: relay.stats["pruned"] == 5, message="the five pruned")
+        assert await app.harness.count() == 1
+        assert await app.job_count() == 6  # the jobs themselves are the job store's
+        assert relay.health().healthy
+    finally:
+        await relay.close()

@@ -69,7 +69,7 @@ async def test_a_batch_is_one_enqueue_many_and_one_mark(app: App) -> None:
     assert await relay.relay_once() == 40
     assert publisher.calls == ["publish_many"]
     assert store.calls == ["claim", "mark_published_many"]
-    assert relay.stats == {"published": 40, "failed": 0}
+    assert relay.stats == {"published": 40, "failed": 0, "pruned": 0}
     assert await app.job_count() == 40
     keys = {job.key for job in await app.jobs.claim(100, LEASE_MS, ["order.placed"])}
     assert len(keys) == 40
@@ -95,7 +95,7 @@ async def test_a_failing_batch_is_published_one_by_one_and_only_the_bad_entry_wa
 
     relay = OutboxRelay(app.outbox, RefusesEntryTwo(), backoff=lambda attempt: 5_000)
     assert await relay.relay_once() == 5
-    assert relay.stats == {"published": 4, "failed": 1}
+    assert relay.stats == {"published": 4, "failed": 1, "pruned": 0}
     assert await app.job_count() == 4
     app.outbox_clock.advance(5_000)
     [again] = await app.outbox.claim(10, LEASE_MS)

@@ -26,6 +26,7 @@ from jobs import (
     ManualClock,
     StoreUnavailableError,
     define_job,
+    exponential_backoff,
     job_handler,
 )
 from jobs.spi import ClaimedJob
@@ -131,7 +132,8 @@ async def test_attempts_are_counted_and_retries_back_off_1_2_4_seconds() -> None
         raise ValueError(f"attempt {ctx.attempt} failed")
 
     registry.register("flaky", always_fails, max_attempts=4)
-    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=60_000))
+    nominal = exponential_backoff(rng=lambda: 0.5)  # the jitter's middle: 1, 2, 4 s exactly
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=60_000), backoff=nominal)
     runner.start()
     job_id = await JobQueue(driver).enqueue("flaky")
     assert job_id is not None
