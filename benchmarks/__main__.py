@@ -13,6 +13,8 @@ import sys
 
 from loguru import logger
 
+from jobs.logs import enable_logging
+
 from .drivers import FACTORIES, DriverFactory
 from .listing import listing_row
 from .load_report import bulk_rows, io_drain_rows, outbox_load_rows, single_enqueue_rows
@@ -66,6 +68,7 @@ async def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
+    enable_logging()  # the library's lines are off until an app enables them
     header = ["driver", "enqueue jobs/s (1-by-1)", "drain jobs/s (c=10)", "start p50 ms", "p99 ms"]
     print(f"N={args.n} no-op jobs, median [min-max] of {args.runs} runs\n")
     print("| " + " | ".join(header) + " |")

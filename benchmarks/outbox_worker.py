@@ -29,6 +29,7 @@ from jobs import (
     JobsSettings,
     OutboxRelay,
 )
+from jobs.logs import enable_logging
 from orm_sqlalchemy import (
     SQLAlchemyJobStore,
     SQLAlchemyOutboxStore,
@@ -90,6 +91,7 @@ async def work(url: str, prefix: str, jobs_on: str, namespace: str) -> None:
 def main() -> None:
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
+    enable_logging()  # the library's lines are off until an app enables them
     url, prefix, jobs_on = sys.argv[1:4]
     namespace = sys.argv[4] if len(sys.argv) > 4 else ""
     asyncio.run(work(url, prefix, jobs_on, namespace))

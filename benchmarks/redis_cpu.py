@@ -40,6 +40,7 @@ from loguru import logger
 from redis.asyncio import Redis
 
 from jobs import JobQueue, NewJob
+from jobs.logs import enable_logging
 from jobs.testing.redis_server import RedisServer
 
 from .scenarios import JOB_TYPE, PAYLOAD, drain
@@ -333,4 +334,5 @@ async def redis_cpu_rows(runs: int, n: int = 2_000, batch: int = 1_000) -> None:
 if __name__ == "__main__":
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
+    enable_logging()  # the library's lines are off until an app enables them
     asyncio.run(redis_cpu_rows(int(sys.argv[1]) if len(sys.argv) > 1 else 3))

@@ -1,5 +1,7 @@
 """A small dependency-injection container: configurations, entries, tokens and lifecycle phases."""
 
+from loguru import logger as _logger
+
 from .builder import ApplicationBuilder, start_lifecycles
 from .configuration import auto_configuration, configuration, entry
 from .context import ApplicationContext
@@ -17,6 +19,8 @@ from .errors import (
 )
 from .lifecycle import Lifecycle
 from .tokens import Token
+
+_logger.disable("framework")  # a library's lines are off until the application enables them
 
 __all__ = [
     "ApplicationBuilder",

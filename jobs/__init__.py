@@ -4,6 +4,7 @@ This is the user API. Driver and outbox-store authors import ``jobs.spi`` (recor
 and ``jobs.spi.support``; the suite a driver passes is ``jobs.testing``.
 """
 
+from loguru import logger as _logger
 
 from ._version import __version__ as __version__
 from .autoconfig import JobsAutoConfiguration
@@ -29,6 +30,7 @@ from .errors import (
 from .handlers import JobHandlerRegistry, job_handler
 from .health import Health, LoopHealth
 from .inprocess import InProcessJobDriver
+from .logs import enable_logging
 from .outbox_relay import JobOutboxPublisher, OutboxRelay
 from .queue import JobQueue, NewJob
 from .redaction import redact_url
@@ -48,6 +50,12 @@ from .tokens import (
     OUTBOX_RELAY,
     OUTBOX_STORE,
 )
+
+# A library's lines are off until the application asks (jobs.logs). The drivers import jobs
+# first: their names are disabled here, so one imported after enable_logging() stays enabled.
+_logger.disable("jobs")
+_logger.disable("orm_sqlalchemy")
+_logger.disable("redis_jobs")
 
 __all__ = [
     # beans and tokens
@@ -95,6 +103,8 @@ __all__ = [
     "OutboxStore",
     "OutboxRelay",
     "JobOutboxPublisher",
+    # the library's log lines
+    "enable_logging",
     # errors
     "JobsError",
     "DriverError",

@@ -8,8 +8,9 @@ lease gone (``leases.LeaseKeeper``) interrupts the handler the same way and noth
 the job belongs to its new holder, or an operator cancelled it (``ctx.signal.reason`` says
 which). A reclaimed job whose attempt is past its handler's ``max_attempts`` (its worker died
 on the last one) fails with the lease-expired error without running: the handler's options
-govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type
-and attempt (``telemetry.bind_job_logs``: what loguru's ``contextualize`` sets). The store calls
+govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type,
+attempt and job_key (``telemetry.bind_job_logs``: what loguru's ``contextualize`` sets), and the
+retry and failure lines the execution span's trace_id and span_id. The store calls
 themselves go through ``settling.Settler``. An attempt knows the services it is given
 (``AttemptServices``), never the runner.
 """
@@ -61,9 +62,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from .handlers import RegisteredHandler
-
-_HINTED: set[str] = set()
-"""Handlers (by source) already told that they returned an awaitable: the hint is logged once."""
 
 Outcome = Literal["completed", "retry", "failed", "lease_lost", "cancelled", "detached"]
 
@@ -242,8 +240,8 @@ class Attempt:
         plain decorator around an ``async def``): await it here, on the runner's loop, saying
         once per handler how to have it called on the loop directly."""
         handler = self.handler
-        if handler.source not in _HINTED:
-            _HINTED.add(handler.source)
+        if "awaitable" not in handler.hinted:
+            handler.hinted.add("awaitable")
             logger.bind(job_type=handler.job_type).info(
                 "the handler of {} ({}) returned an awaitable it did not await itself; the"
                 " runner awaits it on its event loop. A handler that is `async def` all the way"
@@ -375,14 +373,14 @@ class Attempt:
         text = describe_error(error)
         final = isinstance(error, PayloadValidationError | PermanentError)
         if final or job.attempt >= self.max_attempts:
-            log_failure(job, self.max_attempts, error)
+            log_failure(job, self.max_attempts, error, self.span)
             failed = await settler.fail(job, error=text)
             return "failed" if failed else self._refused()
         if isinstance(error, RetryLater):
             delay_ms = error.delay_ms
         else:
             delay_ms = (self.handler.options.backoff or self.services.backoff)(job.attempt)
-        log_retry(job, self.max_attempts, delay_ms, error)
+        log_retry(job, self.max_attempts, delay_ms, error, self.span)
         retried = await settler.retry(job, delay_ms=delay_ms, error=text)
         return "retry" if retried else self._refused()
 
@@ -392,7 +390,7 @@ class Attempt:
         error = LeaseExpiredError(
             f"attempt {job.attempt} is past the handler's max_attempts ({self.max_attempts})"
         )
-        log_failure(job, self.max_attempts, error)
+        log_failure(job, self.max_attempts, error, self.span)
         outcome: Outcome = "failed"
         if not await self.services.settler.fail(job, error=LEASE_EXPIRED_ERROR):
             outcome = self._refused()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from pydantic import BaseModel
@@ -151,6 +151,8 @@ class RegisteredHandler:
     source: str
     is_async: bool
     takes_context: bool
+    hinted: set[str] = field(default_factory=set, compare=False, repr=False)
+    """Hints already logged about this handler (each is logged once)."""
 
     @property
     def job_type(self) -> str:

@@ -302,9 +302,9 @@ _LOG_CONTEXT = _loguru_context()
 
 
 def bind_job_logs(job: ClaimedJob) -> None:
-    """Log lines written from here on in the calling task carry ``job_id``, ``job_type`` and
-    ``attempt`` (those of the handler in its task or its worker thread: the thread runs in a
-    copy of the task's context).
+    """Log lines written from here on in the calling task carry ``job_id``, ``job_type``,
+    ``attempt`` and ``job_key`` (None without a key) (those of the handler in its task or its
+    worker thread: the thread runs in a copy of the task's context).
 
     Called at the start of an attempt's own task, whose context is a copy made for it and
     dropped with it: nothing is reset. What ``logger.contextualize`` does, done directly on its
@@ -314,13 +314,40 @@ def bind_job_logs(job: ClaimedJob) -> None:
     """
     var = _LOG_CONTEXT
     if var is None:  # pragma: no cover - see _loguru_context
-        logger.contextualize(job_id=job.id, job_type=job.type, attempt=job.attempt).__enter__()
+        fields = {"job_id": job.id, "job_type": job.type, "attempt": job.attempt}
+        logger.contextualize(**fields, job_key=job.key).__enter__()
         return
-    var.set({**var.get(), "job_id": job.id, "job_type": job.type, "attempt": job.attempt})
+    var.set(
+        {
+            **var.get(),
+            "job_id": job.id,
+            "job_type": job.type,
+            "attempt": job.attempt,
+            "job_key": job.key,
+        }
+    )
 
 
-def log_retry(job: ClaimedJob, max_attempts: int, delay_ms: int, error: BaseException) -> None:
-    logger.bind(job_id=job.id, job_type=job.type, attempt=job.attempt).warning(
+def _job_fields(job: ClaimedJob, span: Span | None) -> dict[str, Any]:
+    """What a line about an execution carries: the job, and its span's ids when it has one
+    (the line is written after the span stopped being current)."""
+    fields: dict[str, Any] = {
+        "job_id": job.id,
+        "job_type": job.type,
+        "attempt": job.attempt,
+        "job_key": job.key,
+    }
+    context = span.get_span_context() if span is not None else None
+    if context is not None and context.is_valid:
+        fields["trace_id"] = format(context.trace_id, "032x")
+        fields["span_id"] = format(context.span_id, "016x")
+    return fields
+
+
+def log_retry(
+    job: ClaimedJob, max_attempts: int, delay_ms: int, error: BaseException, span: Span | None
+) -> None:
+    logger.bind(**_job_fields(job, span)).warning(
         "job {} ({}) attempt {}/{} failed, retrying in {} ms: {}",
         job.type,
         job.id,
@@ -331,8 +358,10 @@ def log_retry(job: ClaimedJob, max_attempts: int, delay_ms: int, error: BaseExce
     )
 
 
-def log_failure(job: ClaimedJob, max_attempts: int, error: BaseException) -> None:
-    logger.bind(job_id=job.id, job_type=job.type, attempt=job.attempt).error(
+def log_failure(
+    job: ClaimedJob, max_attempts: int, error: BaseException, span: Span | None
+) -> None:
+    logger.bind(**_job_fields(job, span)).error(
         "job {} ({}) failed for good after attempt {}/{}: {}",
         job.type,
         job.id,

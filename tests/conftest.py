@@ -15,13 +15,16 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from jobs import enable_logging
 from tests.pgbouncer import PgBouncer, running_pgbouncer
 from tests.stores import STORE_KINDS, StoreTarget
 
 # Loguru's default sink keeps the sys.stderr of import time, which pytest may have swapped for a
-# capture file it closes later; look sys.stderr up at each write instead.
+# capture file it closes later; look sys.stderr up at each write instead. The library's lines
+# are off by default (jobs.logs); the tests read them, so they are on here.
 logger.remove()
 logger.add(lambda message: sys.stderr.write(message), level="DEBUG")
+enable_logging()
 
 _EXPORTER = InMemorySpanExporter()
 _PROVIDER: TracerProvider | None = None

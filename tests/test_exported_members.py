@@ -73,6 +73,7 @@ EXPORTED = {
         "OutboxStore",
         "OutboxRelay",
         "JobOutboxPublisher",
+        "enable_logging",
         "JobsError",
         "DriverError",
         "DuplicateHandlerError",

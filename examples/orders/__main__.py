@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from framework import ApplicationBuilder, ApplicationContext
 from jobs import JOB_DRIVER, JOB_RUNNER, OUTBOX_RELAY, JobsAutoConfiguration
+from jobs.logs import enable_logging
 from redis_jobs import delete_namespace
 
 from .app import orders_configuration
@@ -107,6 +108,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
+    enable_logging()  # the library's lines are off until an app enables them
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(args.database) if args.database else Path(scratch) / "orders.db"
         summary = asyncio.run(run(f"sqlite+aiosqlite:///{path}", args.redis, args.orders))

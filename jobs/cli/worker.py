@@ -188,6 +188,7 @@ class WorkerProcess:
         if self.options.health_port is None:
             return None
         from .health import HealthServer  # the web stack (dashboard extra) only when asked
+
         services: list[HasHealth] = [runner]
         for token in (OUTBOX_RELAY, JOB_SCHEDULER):
             if token.name in context and context.get_value(token.name).is_running:

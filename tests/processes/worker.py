@@ -27,6 +27,7 @@ from typing import Any
 
 from framework import ApplicationBuilder, configuration, entry
 from jobs import JOB_RUNNER, JobContext, JobDriver, JobsAutoConfiguration, JobsSettings, job_handler
+from jobs.logs import enable_logging
 from jobs.tokens import JOB_DRIVER, JOBS_SETTINGS
 from tests.stores import StoreTarget
 
@@ -103,6 +104,7 @@ class LedgerWorker:
 
 
 async def main(argv: list[str]) -> int:
+    enable_logging()  # this worker's stderr is its log, kept for the test's diagnostics
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", required=True, help="StoreTarget as JSON")
     parser.add_argument("--ledger", required=True)

@@ -21,6 +21,8 @@ from loguru import logger
 from rich.console import Console
 from rich.table import Table
 
+from jobs.logs import enable_logging
+
 from .checker import Verdict
 from .fleet import WorkerOptions
 from .scenarios import ChaosPlan, kill_outbox, kill_workers
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--only: unknown store {', '.join(sorted(unknown))}")
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
+    enable_logging()  # the library's lines are off until an app enables them
     runs = asyncio.run(run_all(args))
     render(runs, Console(width=None if sys.stdout.isatty() else 120))
     return 0 if all(run.verdict is not None and run.verdict.ok for run in runs) else 1

@@ -31,6 +31,7 @@ from jobs import (
     OutboxStore,
     job_handler,
 )
+from jobs.logs import enable_logging
 
 from .ledger import Ledger
 from .stores import ChaosStore
@@ -122,6 +123,7 @@ def worker_configuration(
 
 
 async def main(argv: list[str]) -> int:
+    enable_logging()  # this worker's stderr is its log, kept for the test's diagnostics
     parser = argparse.ArgumentParser(prog="python -m jobs.testing.chaos.worker")
     parser.add_argument("--store", required=True, help="a ChaosStore as JSON")
     parser.add_argument("--ledger", required=True)

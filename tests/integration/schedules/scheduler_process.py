@@ -31,6 +31,7 @@ from jobs import (
     JobsSettings,
     job_handler,
 )
+from jobs.logs import enable_logging
 
 from .support import JOB_TYPE, ProcessOptions, SimulatedClock
 
@@ -48,6 +49,7 @@ def say(line: str) -> None:
 async def main(options: ProcessOptions) -> None:
     logger.remove()
     logger.add(sys.stderr, level="INFO", format="{level} {message}")
+    enable_logging()  # the library's lines are off until an app enables them
     store_clock = SimulatedClock(rate=options.rate)
     scheduler_clock = SimulatedClock(rate=options.rate, skew_ms=options.skew_ms)
     driver = options.store.open(store_clock)

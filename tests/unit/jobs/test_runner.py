@@ -493,8 +493,19 @@ async def test_retry_logs_a_warning_and_terminal_failure_an_error() -> None:
     error = next(r for r in logs if r["level"] == "ERROR")
     assert warning["message"].startswith(f"job t ({job_id}) attempt 1/2 failed, retrying in 0 ms")
     assert error["message"].startswith(f"job t ({job_id}) failed for good after attempt 2/2")
-    assert warning["extra"] == {"job_id": job_id, "job_type": "t", "attempt": 1}
-    assert error["extra"] == {"job_id": job_id, "job_type": "t", "attempt": 2}
+    fields = ("job_id", "job_type", "attempt", "job_key")  # (and trace ids while tracing)
+    assert {k: warning["extra"][k] for k in fields} == {
+        "job_id": job_id,
+        "job_type": "t",
+        "attempt": 1,
+        "job_key": None,
+    }
+    assert {k: error["extra"][k] for k in fields} == {
+        "job_id": job_id,
+        "job_type": "t",
+        "attempt": 2,
+        "job_key": None,
+    }
 
 
 async def test_a_slot_takes_the_next_job_while_the_last_one_settles() -> None:

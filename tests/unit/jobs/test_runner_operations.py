@@ -137,9 +137,20 @@ async def test_the_context_carries_key_and_run_at_and_logs_carry_the_job(rig: Ri
         await rig.settled(job_id, "completed")
         await rig.settled(sync_id, "completed")
     assert seen == [("report:7", run_at)]
-    extras = {r["message"]: r["extra"] for r in logs}
-    assert extras["building report"] == {"job_id": job_id, "job_type": "report", "attempt": 1}
-    assert extras["in a thread"] == {"job_id": sync_id, "job_type": "sync", "attempt": 1}
+    job_fields = ("job_id", "job_type", "attempt", "job_key")  # (and trace ids while tracing)
+    extras = {r["message"]: {k: r["extra"][k] for k in job_fields} for r in logs}
+    assert extras["building report"] == {
+        "job_id": job_id,
+        "job_type": "report",
+        "attempt": 1,
+        "job_key": "report:7",
+    }
+    assert extras["in a thread"] == {
+        "job_id": sync_id,
+        "job_type": "sync",
+        "attempt": 1,
+        "job_key": None,
+    }
 
 
 async def test_cancelling_a_running_job_interrupts_its_handler_within_a_heartbeat(
