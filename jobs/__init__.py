@@ -14,6 +14,7 @@ from .definitions import JobDefinition, define_job
 from .errors import (
     DriverError,
     DuplicateHandlerError,
+    JobOptionError,
     JobsError,
     JobTimeoutError,
     JobTypeError,
@@ -24,6 +25,7 @@ from .errors import (
     PermanentError,
     RetryLater,
     ScheduleError,
+    StalledTooOftenError,
     StoreSchemaError,
     StoreUnavailableError,
 )
@@ -111,7 +113,9 @@ __all__ = [
     "DuplicateHandlerError",
     "JobTimeoutError",
     "JobTypeError",
+    "JobOptionError",
     "LeaseExpiredError",
+    "StalledTooOftenError",
     "PayloadError",
     "PayloadTooLargeError",
     "PayloadValidationError",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 
@@ -76,11 +76,25 @@ class ManualClock:
         return lambda: self._listeners.remove(listener)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
 def to_datetime(epoch_ms: int) -> datetime:
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    """Epoch milliseconds as an aware UTC datetime, exactly (``fromtimestamp(ms / 1000)``
+    goes through a float, which rounds a millisecond away in some years)."""
+    return _EPOCH + timedelta(milliseconds=epoch_ms)
 
 
 def to_epoch_ms(when: datetime, *, what: str = "run_at") -> int:
     if when.tzinfo is None:
         raise ValueError(f"{what} must be timezone-aware, got naive {when.isoformat()}")
-    return int(when.timestamp() * 1000)
+    return epoch_ms_of(when)
+
+
+
+def epoch_ms_of(when: datetime) -> int:
+    """An aware datetime as epoch milliseconds, exactly (floored): no float in between, so
+    the same instant always gives the same number (``timestamp() * 1000`` may round a
+    millisecond away)."""
+    return (when - _EPOCH) // _ONE_MS

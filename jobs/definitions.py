@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .errors import PayloadValidationError
+from .options import check_max_attempts, check_max_stalls, check_timeout_ms
 from .payload import MAX_TYPE_LENGTH, check_name
 
 M = TypeVar("M", bound=BaseModel)
@@ -23,6 +24,7 @@ class JobDefinition(Generic[M]):
     schema: builtins.type[M]
     max_attempts: int | None = None
     timeout_ms: int | None = None
+    max_stalls: int | None = None
 
     def validate(self, payload: Any) -> M:
         """The payload as a model; PayloadValidationError names the type, schema and fields."""
@@ -48,8 +50,12 @@ def define_job(
     *,
     max_attempts: int | None = None,
     timeout_ms: int | None = None,
+    max_stalls: int | None = None,
 ) -> JobDefinition[M]:
     """Declare a job type whose payload must fit ``schema`` (a pydantic model).
+
+    ``max_attempts``, ``timeout_ms`` and ``max_stalls`` are the job's defaults (a handler's
+    own options win); JobOptionError here if one is not an int in its range (``jobs.options``).
 
     >>> SendReceipt = define_job("receipt.send", Receipt, max_attempts=5)
     >>> await queue.enqueue(SendReceipt, Receipt(invoice_id=7))
@@ -57,9 +63,14 @@ def define_job(
     check_name("job type", type, MAX_TYPE_LENGTH)
     if not (isinstance(schema, builtins.type) and issubclass(schema, BaseModel)):
         raise TypeError(f"schema of job {type!r} must be a pydantic BaseModel, got {schema!r}")
-    if max_attempts is not None and max_attempts < 1:
-        raise ValueError(f"max_attempts of job {type!r} must be at least 1")
-    return JobDefinition(type, schema, max_attempts, timeout_ms)
+    where = f"job {type!r}"
+    if max_attempts is not None:
+        max_attempts = check_max_attempts(max_attempts, where)
+    if timeout_ms is not None:
+        timeout_ms = check_timeout_ms(timeout_ms, where)
+    if max_stalls is not None:
+        max_stalls = check_max_stalls(max_stalls, where)
+    return JobDefinition(type, schema, max_attempts, timeout_ms, max_stalls)
 
 
 def resolve_job(

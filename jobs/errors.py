@@ -5,13 +5,17 @@ JobsError
  |    +-- PayloadTooLargeError          the JSON text is over ``max_payload_bytes``
  |    +-- PayloadValidationError        a payload that does not fit its job definition's schema
  +-- JobTypeError (ValueError)         a job type or idempotency key that cannot be stored
+ +-- JobOptionError (ValueError)       an option (delay_ms, run_at, timeout_ms, max_attempts,
+ |                                      max_stalls, ...) of the wrong type or out of its range
  +-- DuplicateHandlerError             two handlers for one job type
  +-- ScheduleError (ValueError)        a cron expression or timezone that cannot be used
  +-- DriverError                       the store failed a call
  |    +-- StoreUnavailableError (ConnectionError)   the store cannot be reached
  |    +-- StoreSchemaError              the store's schema does not fit this version
+ |    +-- StoreValueError (ValueError)  the store refused a value (out of its column's range)
  +-- JobTimeoutError (TimeoutError)    a handler ran past its timeout (recorded as the job's error)
- +-- LeaseExpiredError                 a job's lease ran out with no attempts left
+ +-- LeaseExpiredError                 a job's lease ran out while its handler ran
+ +-- StalledTooOftenError              a job's lease expired more than its max_stalls times
  +-- PermanentError                    raised by a handler: fail the job now, no more attempts
  |    +-- HandlerExitError              a handler raised SystemExit or KeyboardInterrupt
  +-- RetryLater                        raised by a handler: retry after ``delay_ms``
@@ -52,6 +56,17 @@ class JobTypeError(JobsError, ValueError):
     """A job type or key that is not a non-empty string of reasonable length."""
 
 
+class JobOptionError(JobsError, ValueError):
+    """An option of a job (``delay_ms``, ``run_at``, ``timeout_ms``, ``max_attempts``,
+    ``max_stalls``, ...) of the wrong type or out of its range: the message names the option,
+    the value and the range (``jobs.options``). Raised before any I/O."""
+
+    def __init__(self, message: str, *, option: str, value: object) -> None:
+        self.option = option
+        self.value = value
+        super().__init__(message)
+
+
 class DuplicateHandlerError(JobsError):
     """Two handlers were registered for one job type."""
 
@@ -78,12 +93,25 @@ class StoreSchemaError(DriverError):
     """The store's tables or keys do not have the shape this version expects."""
 
 
+class StoreValueError(DriverError, ValueError):
+    """The store refused a value of the call: out of its column's range or of the wrong type
+    (a database's DataError). The queue's checks (``jobs.options``) keep such values from
+    reaching a driver; this is what a driver says of one that came another way. The store is
+    reachable: retrying the same call fails the same way."""
+
+
 class JobTimeoutError(JobsError, TimeoutError):
     """A handler ran past its ``timeout_ms``."""
 
 
 class LeaseExpiredError(JobsError):
-    """A job's lease expired while it had no attempts left."""
+    """A job's lease expired while its handler ran (the heartbeat found it gone)."""
+
+
+class StalledTooOftenError(JobsError):
+    """A job's lease expired without a settle more than its ``max_stalls`` times (each time a
+    worker crashed, was killed or lost the job): it failed for good rather than run again.
+    Stored as the job's error; a poison job that kills its workers stays bounded."""
 
 
 class PermanentError(JobsError):
@@ -112,9 +140,9 @@ class RetryLater(JobsError):
     """
 
     def __init__(self, message: str = "retry later", *, delay_ms: int) -> None:
-        if not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0:
-            raise ValueError(f"RetryLater needs delay_ms as an int >= 0, got {delay_ms!r}")
-        self.delay_ms = delay_ms
+        from .options import check_delay_ms  # options imports this module
+
+        self.delay_ms = check_delay_ms(delay_ms, "RetryLater")
         super().__init__(message)
 
 

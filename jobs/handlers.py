@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from .context import JobContext
 from .definitions import JobDefinition
 from .errors import DuplicateHandlerError, JobTypeError
+from .options import check_max_attempts, check_max_stalls, check_timeout_ms
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
@@ -39,6 +40,7 @@ class HandlerOptions:
     backoff: Backoff | None = None
     cron: str | None = None
     timezone: str | None = None
+    max_stalls: int | None = None
 
 
 class _TypedHandlerDecorator(Protocol[M]):
@@ -62,6 +64,7 @@ def job_handler(
     backoff: Backoff | None = None,
     cron: str | None = None,
     timezone: str | None = None,
+    max_stalls: int | None = None,
 ) -> _TypedHandlerDecorator[M]: ...
 
 
@@ -74,6 +77,7 @@ def job_handler(
     backoff: Backoff | None = None,
     cron: str | None = None,
     timezone: str | None = None,
+    max_stalls: int | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -85,6 +89,7 @@ def job_handler(
     backoff: Backoff | None = None,
     cron: str | None = None,
     timezone: str | None = None,
+    max_stalls: int | None = None,
 ) -> Callable[[F], F] | _TypedHandlerDecorator[Any]:
     """Mark a bean method as the handler of a job type.
 
@@ -93,9 +98,14 @@ def job_handler(
     job's definition asked for. With ``cron``, the scheduler also queues the job on that
     schedule (``timezone`` defaults to UTC). With a job definition the payload is the
     validated model, and a type checker refuses a method whose payload parameter cannot
-    take it.
+    take it. ``max_stalls``: how many times the job's lease may expire without a settle (a
+    crashed or killed worker) before it fails for good (default ``JobsSettings.max_stalls``).
+    A number of the wrong type or out of its range (``jobs.options``) is a JobOptionError
+    here, at decoration.
     """
-    options = _options(type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone)
+    options = _options(
+        type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls
+    )
 
     def decorate(method: F) -> F:
         if not callable(method):
@@ -113,6 +123,7 @@ def _options(
     backoff: Backoff | None,
     cron: str | None,
     timezone: str | None,
+    max_stalls: int | None,
 ) -> HandlerOptions:
     if isinstance(type_or_definition, JobDefinition):
         definition: JobDefinition[Any] | None = type_or_definition
@@ -120,10 +131,13 @@ def _options(
     else:
         definition, job_type = None, type_or_definition
     check_name("job type", job_type, MAX_TYPE_LENGTH)
-    if max_attempts is not None and max_attempts < 1:
-        raise ValueError(f"max_attempts of handler {job_type!r} must be at least 1")
-    if timeout_ms is not None and timeout_ms <= 0:
-        raise ValueError(f"timeout_ms of handler {job_type!r} must be positive")
+    where = f"handler {job_type!r}"
+    if max_attempts is not None:
+        max_attempts = check_max_attempts(max_attempts, where)
+    if timeout_ms is not None:
+        timeout_ms = check_timeout_ms(timeout_ms, where)
+    if max_stalls is not None:
+        max_stalls = check_max_stalls(max_stalls, where)
     if timezone is not None and cron is None:
         raise ValueError(f"handler {job_type!r} has a timezone but no cron schedule")
     if cron is not None:
@@ -131,6 +145,7 @@ def _options(
     if definition is not None:
         max_attempts = max_attempts if max_attempts is not None else definition.max_attempts
         timeout_ms = timeout_ms if timeout_ms is not None else definition.timeout_ms
+        max_stalls = max_stalls if max_stalls is not None else definition.max_stalls
     return HandlerOptions(
         job_type=job_type,
         definition=definition,
@@ -139,6 +154,7 @@ def _options(
         backoff=backoff,
         cron=cron,
         timezone=timezone,
+        max_stalls=max_stalls,
     )
 
 
@@ -206,9 +222,12 @@ class JobHandlerRegistry:
         backoff: Backoff | None = None,
         cron: str | None = None,
         timezone: str | None = None,
+        max_stalls: int | None = None,
     ) -> RegisteredHandler:
         """Register a plain function (or bound method) as the handler of a job type."""
-        options = _options(type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone)
+        options = _options(
+            type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls
+        )
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 
     def get(self, job_type: str) -> RegisteredHandler | None:

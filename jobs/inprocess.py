@@ -1,10 +1,14 @@
 """The in-process driver: reference semantics in memory, for development and tests.
 
-Not durable: jobs live as long as the process. Pending jobs sit in one heap per type ordered by
-``run_at`` and active ones in one heap per type ordered by lease expiry, so a claim looks at the
-heads of the heaps it needs, never at every job. Heap entries carry a sequence number; an entry
-whose number no longer matches its job's is stale and skipped when it surfaces. Listing and
-stats read a ``JobIndex`` of sorted lists kept beside the heaps.
+Not durable: jobs live as long as the process. It trusts its requests to come from a
+``JobQueue``, which checked their options (``jobs.options``): unlike the stores, it does not
+check them again (``check_request`` would cost an in-memory enqueue some 3%).
+
+Pending jobs sit in one heap per type ordered by ``run_at`` and active ones in one heap per
+type ordered by lease expiry, so a claim looks at the heads of the heaps it needs, never at
+every job. Heap entries carry a sequence number; an entry whose number no longer matches its
+job's is stale and skipped when it surfaces. Listing and stats read a ``JobIndex`` of sorted
+lists kept beside the heaps.
 """
 
 from __future__ import annotations

@@ -13,9 +13,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from pydantic import BaseModel
 
 from . import operations as check
-from .clock import to_epoch_ms
 from .definitions import JobDefinition
+from .errors import JobOptionError
 from .metrics import record_enqueued, record_enqueued_batch
+from .options import (
+    MAX_ATTEMPTS,
+    MAX_DELAY_MS,
+    MAX_TIMEOUT_MS,
+    check_delay_ms,
+    check_max_attempts,
+    check_run_at,
+    check_timeout_ms,
+)
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
 from .spi.driver import JobDriver
@@ -30,7 +39,7 @@ from .telemetry import (
 )
 
 if TYPE_CHECKING:
-    from .handlers import JobHandlerRegistry
+    from .handlers import JobHandlerRegistry, RegisteredHandler
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,7 +63,8 @@ def _id_stamp() -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
-    """One job of a batch for ``JobQueue.enqueue_many``; the fields are ``enqueue``'s."""
+    """One job of a batch for ``JobQueue.enqueue_many``; the fields are ``enqueue``'s, checked
+    by ``enqueue_many`` (an error names the job's index in the batch)."""
 
     type: str | JobDefinition[Any]
     payload: Any = None
@@ -65,6 +75,7 @@ class NewJob:
     key: str | None = None
     trace_context: str | None = None
     """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
+
 
 
 class JobQueue:
@@ -78,7 +89,9 @@ class JobQueue:
         registry: JobHandlerRegistry | None = None,
     ) -> None:
         self._driver = driver
-        self._max_payload_bytes = (settings or JobsSettings()).max_payload_bytes
+        settings = settings or JobsSettings()
+        self._max_payload_bytes = settings.max_payload_bytes
+        self._default_max_stalls = settings.max_stalls
         self._registry = registry
 
     @property
@@ -303,29 +316,46 @@ class JobQueue:
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
         if definition is not None:
             payload = definition.to_json_value(payload)
-        text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
+        run_at_ms = None
         if delay_ms is not None:
+            if type(delay_ms) is not int or not 0 <= delay_ms <= MAX_DELAY_MS:
+                delay_ms = check_delay_ms(delay_ms)
             if run_at is not None:
-                raise ValueError("give delay_ms or run_at, not both")
-            if delay_ms < 0:
-                raise ValueError(f"delay_ms must not be negative, got {delay_ms}")
+                raise _both(delay_ms, run_at)
+        elif run_at is not None:
+            run_at_ms = check_run_at(run_at)
         if timeout_ms is None:
             timeout_ms = _definition_timeout(definition)
-        elif timeout_ms <= 0:
-            raise ValueError(f"timeout_ms must be positive, got {timeout_ms}")
+        elif type(timeout_ms) is not int or not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+            timeout_ms = check_timeout_ms(timeout_ms)
+        if max_attempts is not None and (
+            type(max_attempts) is not int or not 0 < max_attempts <= MAX_ATTEMPTS
+        ):
+            max_attempts = check_max_attempts(max_attempts)
+        registry = self._registry
+        handler = registry.get(job_type) if registry is not None else None
+        if handler is None and definition is None:  # the request's, else the defaults
+            max_stalls = self._default_max_stalls
+            if max_attempts is None:
+                max_attempts = DEFAULT_MAX_ATTEMPTS
+        else:
+            max_stalls = self._max_stalls(handler, definition)
+            max_attempts = self._max_attempts(handler, definition, max_attempts)
+        text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         return JobRequest(
             id=job_id,
             type=job_type,
             payload=text,
-            max_attempts=self._max_attempts(job_type, definition, max_attempts),
+            max_attempts=max_attempts,
             timeout_ms=timeout_ms,
             key=key,
             delay_ms=delay_ms or 0,
-            run_at_ms=to_epoch_ms(run_at) if run_at is not None else None,
+            run_at_ms=run_at_ms,
             keep_until_ms=keep_until_ms,
             trace_context=trace_context,
+            max_stalls=max_stalls,
         )
 
     # -- operating it --------------------------------------------------------------------------
@@ -400,20 +430,30 @@ class JobQueue:
         """The worker processes seen within their last three heartbeat intervals."""
         return await self._driver.list_workers()
 
+    @staticmethod
     def _max_attempts(
-        self, job_type: str, definition: JobDefinition[Any] | None, requested: int | None
+        handler: RegisteredHandler | None,
+        definition: JobDefinition[Any] | None,
+        requested: int | None,
     ) -> int:
         """The handler's setting wins, then the request's, then the definition's, then 3."""
-        handler = self._registry.get(job_type) if self._registry is not None else None
         if handler is not None and handler.options.max_attempts is not None:
             return handler.options.max_attempts
         if requested is not None:
-            if requested < 1:
-                raise ValueError(f"max_attempts must be at least 1, got {requested}")
             return requested
         if definition is not None and definition.max_attempts is not None:
             return definition.max_attempts
         return DEFAULT_MAX_ATTEMPTS
+
+    def _max_stalls(
+        self, handler: RegisteredHandler | None, definition: JobDefinition[Any] | None
+    ) -> int:
+        """The handler's setting wins, then the definition's, then the settings'."""
+        if handler is not None and handler.options.max_stalls is not None:
+            return handler.options.max_stalls
+        if definition is not None and definition.max_stalls is not None:
+            return definition.max_stalls
+        return self._default_max_stalls
 
 
 def _job_type(type_or_definition: str | JobDefinition[Any]) -> str:
@@ -424,3 +464,11 @@ def _job_type(type_or_definition: str | JobDefinition[Any]) -> str:
 
 def _definition_timeout(definition: JobDefinition[Any] | None) -> int | None:
     return definition.timeout_ms if definition is not None else None
+
+
+def _both(delay_ms: int, run_at: object) -> JobOptionError:
+    return JobOptionError(
+        f"give delay_ms or run_at, not both (got delay_ms={delay_ms} and run_at={run_at!r})",
+        option="run_at",
+        value=run_at,
+    )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .options import check_max_stalls
+from .spi.records import DEFAULT_MAX_STALLS
+
 DAY_MS = 86_400_000
 DEFAULT_RETAIN_COMPLETED_MS = 7 * DAY_MS
 DEFAULT_RETAIN_FAILED_MS = 30 * DAY_MS
@@ -63,6 +66,11 @@ class JobsSettings:
     running ones (None: half the concurrency), so a slot that frees starts its next job at once
     instead of waiting for a claim; they are heartbeated like running jobs, and ``close()``
     runs them like jobs in flight. 0 claims only for free slots.
+    ``max_stalls`` (10) is how many times a job's lease may expire without a settle (its
+    worker crashed, was killed or lost it) before the job fails for good with
+    ``StalledTooOftenError``; stored with each job the queue enqueues, unless the job's
+    handler or definition says otherwise. Stalls are not attempts: a deploy that kills the
+    workers costs no attempt.
     """
 
     concurrency: int = 10
@@ -80,6 +88,7 @@ class JobsSettings:
     allow_volatile_outbox: bool = False
     schedule_interval_ms: int = 60_000
     prefetch: int | None = None
+    max_stalls: int = DEFAULT_MAX_STALLS
 
     def __post_init__(self) -> None:
         positive = {
@@ -102,6 +111,7 @@ class JobsSettings:
                 "JobsSettings.default_timeout_ms must be positive (None: no default timeout), "
                 f"got {self.default_timeout_ms}"
             )
+        check_max_stalls(self.max_stalls, "JobsSettings")
         if self.prefetch is not None and self.prefetch < 0:
             raise ValueError(f"JobsSettings.prefetch must not be negative, got {self.prefetch}")
         for name in ("retain_completed_ms", "retain_failed_ms", "timeout_grace_ms"):

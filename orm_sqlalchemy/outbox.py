@@ -71,6 +71,7 @@ from jobs.spi.support import (
     MAX_KEY_LENGTH,
     Clock,
     JobDefinition,
+    check_delay_ms,
     check_name,
     current_traceparent,
     encode_payload,
@@ -270,10 +271,8 @@ class SQLAlchemyOutboxStore:
         job_type, payload = resolve_job(type, payload, "outbox entry type")
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
-        if delay_ms is not None and (
-            isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0
-        ):
-            raise ValueError(f"delay_ms must be a non-negative int, got {delay_ms!r}")
+        if delay_ms is not None:
+            delay_ms = check_delay_ms(delay_ms)
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         session = self._tm.session
         if not self._schema_ready:

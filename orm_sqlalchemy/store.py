@@ -52,7 +52,7 @@ from jobs.spi import (
     JobRequest,
     JobStateCounts,
 )
-from jobs.spi.support import Clock, ManualClock, Retention, redact_url
+from jobs.spi.support import Clock, ManualClock, Retention, check_request, redact_url
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
@@ -171,7 +171,10 @@ class SQLAlchemyJobStore(SQLOperations):
 
     async def enqueue(self, job: JobRequest) -> str | None:
         """Store ``job``; its id, or None when a live job holds its key. A job without a key
-        is a plain INSERT (``enqueue_unkeyed``): stored unless the statement raises."""
+        is a plain INSERT (``enqueue_unkeyed``): stored unless the statement raises.
+        JobOptionError, before any I/O, for a number out of its range (``check_request``: on
+        SQLite a NaN would be stored as NULL)."""
+        check_request(job)
         keyed = job.key is not None
         rows = await self._fetch(
             "enqueue" if keyed else "enqueue_unkeyed",
@@ -199,6 +202,8 @@ class SQLAlchemyJobStore(SQLOperations):
         if not jobs:
             self._check_open()
             return []
+        for job in jobs:
+            check_request(job)
         batch = first_of_each_key(jobs)
         rows = await self._fetch("enqueue_many", **batch_params(batch, postgres=self._postgres))
         stored = {row["id"] for row in rows}

@@ -72,7 +72,7 @@ from jobs.spi import (
     JobState,
     JobStateCounts,
 )
-from jobs.spi.support import Clock, Retention
+from jobs.spi.support import Clock, Retention, check_request
 
 from .keys import Keys
 from .memory_policy import check_memory_policy
@@ -156,7 +156,10 @@ class RedisJobDriver(RedisOperations):
     # -- producer ------------------------------------------------------------------------------
 
     async def enqueue(self, job: JobRequest) -> str | None:
+        """Store ``job``; JobOptionError, before any I/O, for a number out of its range
+        (``check_request``: a NaN or 1e20 would be stored as a run_at of -2^63)."""
         self._check_open()
+        check_request(job)
         job_keys, job_args = self._enqueue_parts(job)
         status = await self._scripts.per_job("enqueue", self._enqueue_shared(), job_keys, job_args)
         return _enqueued(job, status)
@@ -170,6 +173,8 @@ class RedisJobDriver(RedisOperations):
         self._check_open()
         if not jobs:
             return []
+        for job in jobs:
+            check_request(job)
         statuses = await self._scripts.batch_of(
             "enqueue", self._enqueue_shared(), jobs, self._enqueue_into
         )

@@ -8,6 +8,7 @@ A driver package imports only ``jobs.spi`` (with ``jobs.spi.support``) and ``job
 from .driver import JobDriver, JobOperations, JobStore, WorkerRegistry
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
+    DEFAULT_MAX_STALLS,
     FINISHED_STATES,
     JOB_STATES,
     LEASE_EXPIRED_ERROR,
@@ -23,6 +24,7 @@ from .records import (
     OutboxEntry,
     WorkerInfo,
     WorkerRegistration,
+    stalled_error,
 )
 
 __all__ = [
@@ -40,8 +42,10 @@ __all__ = [
     "JOB_STATES",
     "FINISHED_STATES",
     "JobStateCounts",
+    "DEFAULT_MAX_STALLS",
     "LEASE_EXPIRED_ERROR",
     "MAX_ERRORS_KEPT",
+    "stalled_error",
     "JobPage",
     "JobTypeStats",
     "WorkerRegistration",

@@ -18,7 +18,9 @@ __all__ = [
     "FINISHED_STATES",
     "JobStateCounts",
     "LEASE_EXPIRED_ERROR",
+    "DEFAULT_MAX_STALLS",
     "MAX_ERRORS_KEPT",
+    "stalled_error",
     "JobRequest",
     "ClaimedJob",
     "FailedAttempt",
@@ -38,6 +40,20 @@ JobStateCounts = dict[JobState, int]
 LEASE_EXPIRED_ERROR = "LeaseExpiredError: lease expired with no attempts left"
 MAX_ERRORS_KEPT = 20
 """``JobInfo.errors`` keeps the errors of the last this-many failed attempts."""
+DEFAULT_MAX_STALLS = 10
+"""A job's ``max_stalls`` unless its handler, definition or ``JobsSettings`` say otherwise (and
+what a stored job without one reads as)."""
+
+
+def stalled_error(stalls: int, max_stalls: int) -> str:
+    """The error a claim stores when it fails a job whose lease expired once too often: the
+    ``stalls``-th time, past ``max_stalls``. Drivers write exactly this text (their statements
+    and scripts build it from the two numbers)."""
+    return (
+        f"StalledTooOftenError: the lease expired without a settle {stalls} time(s), more "
+        f"than max_stalls ({max_stalls}): each time the worker holding the job crashed, was "
+        "killed or lost it"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, init=False)
@@ -60,6 +76,7 @@ class JobRequest:
     run_at_ms: int | None = None
     keep_until_ms: int | None = None
     trace_context: str | None = None
+    max_stalls: int = DEFAULT_MAX_STALLS
 
     def __init__(
         self,
@@ -74,6 +91,7 @@ class JobRequest:
         run_at_ms: int | None = None,
         keep_until_ms: int | None = None,
         trace_context: str | None = None,
+        max_stalls: int = DEFAULT_MAX_STALLS,
     ) -> None:
         s = _REQUEST_SLOTS
         s[0](self, id)
@@ -86,6 +104,7 @@ class JobRequest:
         s[7](self, run_at_ms)
         s[8](self, keep_until_ms)
         s[9](self, trace_context)
+        s[10](self, max_stalls)
 
 
 _REQUEST_SLOTS: tuple[Any, ...] = tuple(
@@ -96,7 +115,9 @@ _REQUEST_SLOTS: tuple[Any, ...] = tuple(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimedJob:
-    """A leased job: ``attempt`` counts this delivery; ``lease_token`` fences its transitions."""
+    """A leased job: ``attempt`` is the attempt this delivery runs (a reclaim runs the attempt
+    whose lease expired again: same number); ``stalls`` how many times the job's lease
+    expired without a settle; ``lease_token`` fences its transitions."""
 
     id: str
     type: str
@@ -111,6 +132,7 @@ class ClaimedJob:
     """This delivery follows an attempt whose lease expired (its worker died or stalled)."""
     run_at_ms: int | None = None
     """When the job was due (epoch ms), for ``JobContext.run_at``."""
+    stalls: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +168,10 @@ class JobInfo:
     trace_context: str | None = None
     """The W3C ``traceparent`` of the trace that enqueued the job, if one was active."""
     errors: tuple[FailedAttempt, ...] = ()
+    stalls: int = 0
+    """How many times the job's lease expired without a settle (a crashed, killed or lost
+    worker): counted apart from ``attempts``, bounded by ``max_stalls``."""
+    max_stalls: int = DEFAULT_MAX_STALLS
 
 
 # -- operations ------------------------------------------------------------------------------
@@ -210,6 +236,10 @@ class OutboxEntry:
     """A claimed outbox entry; ``lease_token`` fences ``mark_published`` and ``release``.
 
     ``trace_context`` is the W3C traceparent of the span that appended it (None outside one).
+    ``run_at_ms`` is when the job is due (epoch ms): ``delay_ms`` after the append by the
+    store's clock, or the ``run_at`` given; None: due when published (neither was given, or
+    an entry of an earlier version, whose ``delay_ms`` then counts from the publish).
+    ``max_attempts`` is carried to the job (None: the queue's default).
     """
 
     id: str
@@ -221,3 +251,5 @@ class OutboxEntry:
     attempts: int
     lease_token: str
     trace_context: str | None = None
+    run_at_ms: int | None = None
+    max_attempts: int | None = None

@@ -1,6 +1,10 @@
 """What a driver or outbox store may use of the engine: one curated place, so a driver never
 reaches into the engine's modules (and those modules may move without breaking drivers).
 
+- options: the engine's checks of a job's options (``jobs.options``): ``check_delay_ms``,
+  ``check_run_at``, ``check_max_attempts`` (an outbox store's ``append``), and
+  ``check_request``, a driver's second line of defence for a request that did not come
+  through a queue;
 - payloads: ``encode_payload`` (the queue's JSON checks; an outbox store's ``append`` runs
   them too), ``decode_payload``, ``check_name`` and the length limits of types and keys;
 - job definitions: ``JobDefinition`` and ``resolve_job`` (an ``append`` given a definition);
@@ -31,12 +35,18 @@ from ..operations import (
     decode_cursor,
     encode_cursor,
 )
+from ..options import check_delay_ms, check_max_attempts, check_request, check_run_at
 from ..payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
 from ..redaction import redact_url
 from ..settings import Retention
 from ..telemetry import current_traceparent
 
 __all__ = [
+    # options
+    "check_delay_ms",
+    "check_run_at",
+    "check_max_attempts",
+    "check_request",
     # payloads and names
     "encode_payload",
     "decode_payload",

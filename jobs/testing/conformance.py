@@ -19,6 +19,7 @@ from jobs.scheduler import JobScheduler, PassReport
 from jobs.spi import JOB_STATES, LEASE_EXPIRED_ERROR, JobDriver
 
 from .conformance_batches import BatchConformance
+from .conformance_options import OptionsConformance
 from .conformance_runner import RunnerConformance
 from .dashboard_cases import DashboardConformance
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
@@ -37,7 +38,11 @@ __all__ = [
 
 
 class DriverConformance(
-    BatchConformance, OperationsConformance, DashboardConformance, RunnerConformance
+    BatchConformance,
+    OperationsConformance,
+    DashboardConformance,
+    RunnerConformance,
+    OptionsConformance,
 ):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 

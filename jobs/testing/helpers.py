@@ -18,7 +18,16 @@ ALL = ("t",)
 
 
 class DriverHarness(Protocol):
-    """Opens drivers on one store; every driver it opens reads ``clock``."""
+    """Opens drivers on one store; every driver it opens reads ``clock``.
+
+    Optional, for the cases that need them (a case skips when its harness lacks one):
+
+    - ``checks_requests = False``: the driver trusts its requests to come from a
+      ``JobQueue`` and does not refuse a bad one itself (the in-process driver); by default
+      a driver refuses a ``JobRequest`` whose numbers are out of range (``check_request``).
+    - ``plant(record)``: write a malformed job record straight into the store (see
+      ``conformance_malformed``), to prove a claim fails it alone.
+    """
 
     clock: ManualClock
 

@@ -31,6 +31,8 @@ def _classes() -> dict[str, Any]:
         "UndefinedTableError": exceptions.UndefinedTableError,
         "UndefinedColumnError": exceptions.UndefinedColumnError,
         "UniqueViolationError": exceptions.UniqueViolationError,
+        "DataError": exceptions.DataError,  # class 22: a value out of range, not its type
+        "ArgumentError": exceptions._base.DataError,  # an argument asyncpg cannot encode
     }
 
 
@@ -48,4 +50,6 @@ ConnectionDoesNotExistError: type[Exception] = _FOUND.get(
 )
 UndefinedTableError: type[Exception] = _FOUND.get("UndefinedTableError", _NotInstalled)
 UndefinedColumnError: type[Exception] = _FOUND.get("UndefinedColumnError", _NotInstalled)
+DataError: type[Exception] = _FOUND.get("DataError", _NotInstalled)
+ArgumentError: type[Exception] = _FOUND.get("ArgumentError", _NotInstalled)
 UniqueViolationError: type[Exception] = _FOUND.get("UniqueViolationError", _NotInstalled)

@@ -46,7 +46,7 @@ from jobs.spi.support import Coalescer
 
 from ..engine import WriterTurns, writer_gate
 from . import asyncpg_errors as pg
-from .errors import store_error
+from .errors import is_value_error, store_error
 from .slots import Slots
 from .statements import Statement
 
@@ -259,7 +259,7 @@ class PostgresBackend:
         else:
             lost = held.broke()
             await self._discard(held)
-        if lost:
+        if lost and not is_value_error(exc):  # a refused argument may close it: not a loss
             return StoreUnavailableError(f"{self._name} lost its database connection: {exc}")
         return store_error(exc, self._name)
 

@@ -4,7 +4,9 @@ Driver exceptions (asyncpg, sqlite3, SQLAlchemy's wrappers of them) become ``job
 types here, at the boundary: a database that cannot be reached or is not ready (refused,
 shutting down, starting up, too many connections, a pooled connection the server killed) is
 a ``StoreUnavailableError`` (callers retry it, riding through a restart), tables that do not
-fit are a ``StoreSchemaError``, anything else a ``DriverError``.
+fit are a ``StoreSchemaError``, a value the database refused (out of its column's range, of
+the wrong type: a DataError) a ``StoreValueError`` (a ValueError), anything else a
+``DriverError``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
-from jobs.errors import DriverError, StoreSchemaError, StoreUnavailableError
+from jobs.errors import DriverError, StoreSchemaError, StoreUnavailableError, StoreValueError
 
 from . import asyncpg_errors as pg
 
-__all__ = ["check_engine", "store_error"]
+__all__ = ["check_engine", "is_value_error", "store_error"]
 
 _PG_UNAVAILABLE = (
     pg.PostgresConnectionError,  # class 08
@@ -36,6 +38,9 @@ _LOST_CONNECTION_HINTS = (
 """asyncpg InterfaceErrors (and wrapped messages) that mean the connection is gone, not misuse."""
 _PG_SCHEMA = (pg.UndefinedTableError, pg.UndefinedColumnError)
 _SQLITE_SCHEMA_HINTS = ("no such table", "no such column", "has no column")
+_VALUE_ERRORS = (pg.DataError, pg.ArgumentError, sqlite3.DataError, OverflowError)
+"""A value the database (or its driver, encoding an argument) refused: not a lost connection,
+though SQLAlchemy marks the connection of an asyncpg argument error invalidated."""
 
 
 
@@ -50,10 +55,15 @@ def store_error(exc: Exception, store: str) -> DriverError:
 
 def _translate(exc: Exception, store: str) -> DriverError:
     if isinstance(exc, DBAPIError) and exc.orig is not None:
+        value_error = _value_error(exc.orig)
+        if value_error is not None:
+            return StoreValueError(f"{store} refused a value: {value_error}")
         if exc.connection_invalidated:
             return StoreUnavailableError(f"{store} lost its database connection: {exc.orig}")
         cause = exc.orig.__cause__ if isinstance(exc.orig.__cause__, Exception) else exc.orig
         return store_error(cause, store)
+    if isinstance(exc, _VALUE_ERRORS):
+        return StoreValueError(f"{store} refused a value: {exc}")
     if isinstance(exc, _PG_SCHEMA) or (
         isinstance(exc, sqlite3.OperationalError)
         and any(hint in str(exc) for hint in _SQLITE_SCHEMA_HINTS)
@@ -75,6 +85,19 @@ def _translate(exc: Exception, store: str) -> DriverError:
     if isinstance(exc, SQLAlchemyError):
         return DriverError(f"{store} failed: {exc}")
     return DriverError(f"{store} failed: {type(exc).__name__}: {exc}")
+
+
+def is_value_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a value the database or its driver refused (a DataError)."""
+    return _value_error(exc) is not None
+
+
+def _value_error(exc: BaseException) -> BaseException | None:
+    """The DataError in ``exc`` or its cause (a DBAPI wrapper of asyncpg's), if any."""
+    for candidate in (exc, exc.__cause__):
+        if isinstance(candidate, _VALUE_ERRORS):
+            return candidate
+    return None
 
 
 def check_engine(engine: AsyncEngine, *, store: str = "SQLAlchemyJobStore") -> None:

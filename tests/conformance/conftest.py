@@ -12,6 +12,8 @@ from jobs import InProcessJobDriver, JobDriver, ManualClock
 class InProcessHarness:
     """One in-memory store: every ``driver()`` call returns the same driver (shared memory)."""
 
+    checks_requests = False
+
     def __init__(self) -> None:
         self.clock = ManualClock()
         self._driver: InProcessJobDriver | None = None

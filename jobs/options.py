@@ -1,0 +1,194 @@
+"""The checks of a job's options: one place for every way a job is made.
+
+``JobQueue`` (``enqueue``, ``enqueue_many``, ``NewJob``, and so the scheduler and the relay), an
+outbox store's ``append``, ``@job_handler`` and ``define_job`` at decoration, and
+``JobsSettings`` run these checks, before any I/O. A value that fails raises
+``JobOptionError`` (a ``ValueError``) naming the option, the value and the range.
+
+The numbers are ``int``: not ``bool`` (``True`` is not 1 attempt), not ``float`` even when
+integral (``5.0`` is refused: a float option is most often a unit mistake, seconds for
+milliseconds, and NaN and infinities are floats). An ``int`` subclass (an ``IntEnum``) is
+taken as its value. The ranges keep every value exact in every store (SQL ``INTEGER`` and
+``BIGINT``, Redis's double-precision scores and Lua numbers) and sane:
+
+=============== ======================================================================
+option          range
+=============== ======================================================================
+delay_ms        0 to ``MAX_DELAY_MS`` (10 years)
+run_at          an aware ``datetime`` from 1970-01-01 to 2500-01-01 UTC (exclusive)
+timeout_ms      1 to ``MAX_TIMEOUT_MS`` (7 days)
+max_attempts    1 to ``MAX_ATTEMPTS``
+max_stalls      0 to ``MAX_STALLS`` (0: the first expired lease fails the job)
+=============== ======================================================================
+
+``check_request`` is the drivers' second line: the same rules over a ``JobRequest`` that
+reached a driver without the queue (a driver's own batch API, a test).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .clock import epoch_ms_of
+from .errors import JobOptionError
+
+if TYPE_CHECKING:
+    from .spi.records import JobRequest
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_DELAY_MS",
+    "MAX_RUN_AT_MS",
+    "MAX_STALLS",
+    "MAX_TIMEOUT_MS",
+    "check_delay_ms",
+    "check_max_attempts",
+    "check_max_stalls",
+    "check_request",
+    "check_run_at",
+    "check_timeout_ms",
+]
+
+DAY_MS = 86_400_000
+MAX_DELAY_MS = 3_650 * DAY_MS
+"""10 years (3,650 days) in milliseconds: the longest ``delay_ms``."""
+MAX_TIMEOUT_MS = 7 * DAY_MS
+"""A week: the longest ``timeout_ms`` of a job or a handler."""
+MAX_ATTEMPTS = 10_000
+"""The most ``max_attempts`` one can ask for (an operator's retry may add one more each time)."""
+MAX_STALLS = 10_000
+"""The most ``max_stalls`` one can ask for."""
+MAX_RUN_AT_MS = 16_725_225_600_000
+"""2500-01-01T00:00:00Z in epoch milliseconds: ``run_at`` is before it."""
+_MAX_RUN_AT = "2500-01-01T00:00:00Z"
+_SHOWN = 80
+"""A refused value is shown up to this many characters."""
+
+
+def check_delay_ms(value: object, where: str = "") -> int:
+    """``value`` as a ``delay_ms``: an int from 0 to 10 years."""
+    if type(value) is int and 0 <= value <= MAX_DELAY_MS:
+        return value
+    return _int_in("delay_ms", value, 0, MAX_DELAY_MS, "10 years", where)
+
+
+def check_timeout_ms(value: object, where: str = "") -> int:
+    """``value`` as a ``timeout_ms``: an int from 1 to 7 days."""
+    if type(value) is int and 0 < value <= MAX_TIMEOUT_MS:
+        return value
+    return _int_in("timeout_ms", value, 1, MAX_TIMEOUT_MS, "7 days", where)
+
+
+def check_max_attempts(value: object, where: str = "") -> int:
+    """``value`` as a ``max_attempts``: an int from 1 to ``MAX_ATTEMPTS``."""
+    if type(value) is int and 0 < value <= MAX_ATTEMPTS:
+        return value
+    return _int_in("max_attempts", value, 1, MAX_ATTEMPTS, "", where)
+
+
+def check_max_stalls(value: object, where: str = "") -> int:
+    """``value`` as a ``max_stalls``: an int from 0 to ``MAX_STALLS``."""
+    if type(value) is int and 0 <= value <= MAX_STALLS:
+        return value
+    return _int_in("max_stalls", value, 0, MAX_STALLS, "", where)
+
+
+def check_run_at(value: object, where: str = "") -> int:
+    """``value``, an aware datetime from 1970 to 2500 (UTC), as epoch milliseconds."""
+    if not isinstance(value, datetime):
+        raise JobOptionError(
+            f"run_at{_of(where)} must be a timezone-aware datetime, got {_shown(value)}",
+            option="run_at",
+            value=value,
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise JobOptionError(
+            f"run_at{_of(where)} must be timezone-aware (a naive datetime names no instant), "
+            f"got {value.isoformat()}; give it a tzinfo, e.g. datetime.now(UTC)",
+            option="run_at",
+            value=value,
+        )
+    try:
+        epoch_ms = epoch_ms_of(value)
+    except OverflowError:  # a datetime near datetime.min/max in a far zone
+        epoch_ms = -1
+    if not 0 <= epoch_ms < MAX_RUN_AT_MS:
+        raise JobOptionError(
+            f"run_at{_of(where)} must be from 1970-01-01T00:00:00Z to before {_MAX_RUN_AT}, "
+            f"got {value.isoformat()}",
+            option="run_at",
+            value=value,
+        )
+    return epoch_ms
+
+
+def check_request(job: JobRequest) -> None:
+    """JobOptionError unless ``job``'s numbers keep the rules above (epoch ms for run_at and
+    keep_until): the drivers' second line, over a request that did not come through a queue.
+    Inline comparisons first (a request's check costs an enqueue ~1% here); the named check
+    only for a value that fails them, to raise its error."""
+    max_attempts, timeout_ms, delay_ms = job.max_attempts, job.timeout_ms, job.delay_ms
+    max_stalls, run_at_ms, keep_until_ms = job.max_stalls, job.run_at_ms, job.keep_until_ms
+    if not (
+        type(max_attempts) is int
+        and 0 < max_attempts <= MAX_ATTEMPTS
+        and type(delay_ms) is int
+        and 0 <= delay_ms <= MAX_DELAY_MS
+        and type(max_stalls) is int
+        and 0 <= max_stalls <= MAX_STALLS
+        and (
+            timeout_ms is None or (type(timeout_ms) is int and 0 < timeout_ms <= MAX_TIMEOUT_MS)
+        )
+        and (run_at_ms is None or (type(run_at_ms) is int and 0 <= run_at_ms < MAX_RUN_AT_MS))
+        and (
+            keep_until_ms is None
+            or (type(keep_until_ms) is int and 0 <= keep_until_ms < MAX_RUN_AT_MS)
+        )
+    ):
+        _refuse_request(job)
+
+
+def _refuse_request(job: JobRequest) -> None:
+    """Raise the JobOptionError of the first of ``job``'s numbers out of its range."""
+    where = f"job {job.id}"
+    check_max_attempts(job.max_attempts, where)
+    check_delay_ms(job.delay_ms, where)
+    check_max_stalls(job.max_stalls, where)
+    if job.timeout_ms is not None:
+        check_timeout_ms(job.timeout_ms, where)
+    for option in ("run_at_ms", "keep_until_ms"):
+        value = getattr(job, option)
+        if value is not None:
+            _int_in(option, value, 0, MAX_RUN_AT_MS - 1, f"before {_MAX_RUN_AT}", where)
+
+
+def _int_in(option: str, value: object, low: int, high: int, span: str, where: str) -> int:
+    """``value`` as an int in [low, high]; JobOptionError naming ``option`` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return int(value)
+    limits = f"from {low:_} to {high:_}" + (f" ({span})" if span else "")
+    raise JobOptionError(
+        f"{option}{_of(where)} must be an int {limits}, got {_shown(value)}",
+        option=option,
+        value=value,
+    )
+
+
+def _of(where: str) -> str:
+    return f" of {where}" if where else ""
+
+
+def _shown(value: Any) -> str:
+    """The value as a message shows it: its repr (cut short), and its type unless an int."""
+    if type(value) is int and value.bit_length() > 128:
+        return f"an int of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # a repr that raises: the type will do
+        text = "<unprintable>"
+    if len(text) > _SHOWN:
+        text = text[: _SHOWN - 3] + "..."
+    if type(value) is int:
+        return text
+    return f"{text} (a {type(value).__name__})"
