@@ -53,6 +53,7 @@ from .tokens import (
     OUTBOX_RELAY,
     OUTBOX_STORE,
 )
+from .worker_bundle import Worker
 
 # A library's lines are off until the application asks (jobs.logs). The drivers import jobs
 # first: their names are disabled here, so one imported after enable_logging() stays enabled.
@@ -84,6 +85,7 @@ __all__ = [
     "JobContext",
     "AbortSignal",
     "JobRunner",
+    "Worker",
     "Backoff",
     "exponential_backoff",
     "Health",

@@ -230,6 +230,18 @@ class JobHandlerRegistry:
         )
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 
+    def add(self, function: Callable[..., Any]) -> RegisteredHandler:
+        """Register a function decorated with ``@job_handler(...)``, with its options."""
+        options = handler_options(function)
+        if options is None:
+            raise TypeError(f"{function!r} is not decorated with @job_handler(...)")
+        return self._add(options, function, getattr(function, "__qualname__", repr(function)))
+
+    def scan(self, bean: object, *, name: str) -> None:
+        """Register the ``@job_handler`` methods of ``bean`` (as ``start`` does for beans),
+        named ``name.method`` in errors."""
+        self._scan(name, bean)
+
     def get(self, job_type: str) -> RegisteredHandler | None:
         return self._handlers.get(job_type)
 

@@ -35,6 +35,7 @@ from .queue import JobQueue, NewJob
 from .settings import JobsSettings
 from .spi.driver import JobDriver
 from .spi.records import JobInfo, JobPage, JobTypeStats, WorkerInfo
+from .urls import driver_from_url
 
 if TYPE_CHECKING:
     from .handlers import JobHandlerRegistry
@@ -71,7 +72,9 @@ class SyncJobQueue:
             loop = _running_loop()
         else:
             if isinstance(driver, str):
-                driver = _driver_from_url(driver, namespace, table_prefix)
+                driver = driver_from_url(
+                    driver, namespace=namespace, table_prefix=table_prefix, owner="SyncJobQueue"
+                )
             self._queue = JobQueue(driver, settings=settings, registry=registry)
             self._owns_driver = True
         self._owns_loop = loop is None
@@ -296,13 +299,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
     except RuntimeError:
         return None
 
-
-def _driver_from_url(url: str, namespace: str | None, table_prefix: str | None) -> JobDriver:
-    """The driver the command line opens for ``--url`` (``jobs.cli.target.driver_from_url``)."""
-    from .cli.errors import CliUsageError
-    from .cli.target import driver_from_url
-
-    try:
-        return driver_from_url(url, namespace, table_prefix)
-    except CliUsageError as exc:
-        raise ValueError(f"SyncJobQueue: {exc.message}") from None

@@ -54,6 +54,7 @@ EXPORTED = {
         "JobContext",
         "AbortSignal",
         "JobRunner",
+        "Worker",
         "Backoff",
         "exponential_backoff",
         "Health",

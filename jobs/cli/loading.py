@@ -1,4 +1,5 @@
-"""APP loading: ``module:attr`` naming a @configuration class, a list of them or a builder."""
+"""APP loading: ``module:attr`` naming a @configuration class, a list of them, a builder, or a
+``jobs.Worker`` bundle (or a function returning one: no DI container needed)."""
 
 from __future__ import annotations
 
@@ -11,21 +12,28 @@ from framework import ApplicationBuilder, FrameworkError
 from framework.configuration import configuration_spec
 
 from ..autoconfig import JobsAutoConfiguration
+from ..worker_bundle import Worker, worker_configuration
 from .errors import CliUsageError
 
-APP_FORM = "module:attr (e.g. myapp.jobs:AppConfiguration)"
+APP_FORM = "module:attr (e.g. myapp.jobs:AppConfiguration, or myapp.worker:build -> Worker)"
 
 
 def load_builder(spec: str) -> ApplicationBuilder:
     """The ApplicationBuilder ``spec`` names, with JobsAutoConfiguration added when absent.
 
-    The current directory is importable, as with ``python -m``. Every way the spec can be
-    wrong raises CliUsageError with one line naming what is wrong and the expected form.
+    ``spec`` names a @configuration class, a list of them, an ApplicationBuilder, a ``Worker``,
+    or a function called here (no arguments) that returns a ``Worker`` or a builder. The
+    current directory is importable, as with ``python -m``. Every way the spec can be wrong
+    raises CliUsageError with one line naming what is wrong and the expected form.
     """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise CliUsageError(f"APP {spec!r} is not of the form {APP_FORM}")
     target = _resolve(spec, _import(spec, module_name), attr)
+    if _is_factory(target):
+        target = _call_factory(spec, target)
+    if isinstance(target, Worker):
+        return ApplicationBuilder([JobsAutoConfiguration, worker_configuration(target)])
     if isinstance(target, ApplicationBuilder):  # its overrides stay in force
         return target.including(JobsAutoConfiguration)
     return ApplicationBuilder(_with_jobs(_configurations(spec, target)))
@@ -63,6 +71,30 @@ def _resolve(spec: str, module: Any, attr: str) -> Any:
     return target
 
 
+def _is_factory(target: Any) -> bool:
+    """A plain function (or other non-class callable), not a configuration or a builder."""
+    return (
+        callable(target)
+        and not isinstance(target, type | ApplicationBuilder | Worker | list | tuple)
+    )
+
+
+def _call_factory(spec: str, factory: Any) -> Any:
+    try:
+        made = factory()
+    except CliUsageError:
+        raise
+    except Exception as exc:
+        raise CliUsageError(
+            f"APP {spec!r}: calling it failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        ) from None
+    if not isinstance(made, Worker | ApplicationBuilder):
+        raise CliUsageError(
+            f"APP {spec!r} returned {_kind(made)}, not a jobs.Worker (or an ApplicationBuilder)"
+        )
+    return made
+
+
 def _configurations(spec: str, target: Any) -> list[type]:
     if isinstance(target, ApplicationBuilder):
         return list(target.configurations)
@@ -73,7 +105,7 @@ def _configurations(spec: str, target: Any) -> list[type]:
         except FrameworkError:
             raise CliUsageError(
                 f"APP {spec!r} is {_kind(candidate)}, not a @configuration class, a list of "
-                "them or an ApplicationBuilder"
+                "them, an ApplicationBuilder or a jobs.Worker (or a function returning one)"
             ) from None
     if not candidates:
         raise CliUsageError(f"APP {spec!r} is an empty list; list @configuration classes")
