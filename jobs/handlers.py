@@ -44,7 +44,8 @@ class HandlerOptions:
 
 
 class _TypedHandlerDecorator(Protocol[M]):
-    """``@job_handler(definition)``: the method's payload parameter must accept the model."""
+    """``@job_handler(definition)``: the payload parameter of the method (or plain function, as
+    a ``jobs.Worker`` takes them) must accept the model."""
 
     @overload
     def __call__(self, method: Callable[[S, M], R]) -> Callable[[S, M], R]: ...
@@ -53,6 +54,12 @@ class _TypedHandlerDecorator(Protocol[M]):
     def __call__(
         self, method: Callable[[S, M, JobContext], R]
     ) -> Callable[[S, M, JobContext], R]: ...
+
+    @overload
+    def __call__(self, method: Callable[[M], R]) -> Callable[[M], R]: ...
+
+    @overload
+    def __call__(self, method: Callable[[M, JobContext], R]) -> Callable[[M, JobContext], R]: ...
 
 
 @overload

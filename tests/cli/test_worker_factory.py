@@ -96,6 +96,7 @@ async def test_the_factorys_outbox_relays_an_entry_a_sync_session_wrote(
                 with Session(engine) as session, session.begin():
                     outbox.append_in(session, "factory.receipt", {"invoice": 42})
             finally:
+                asyncio.run(outbox.close())  # its NOTIFY sent, on the engine, before disposal
                 engine.dispose()
 
         await asyncio.to_thread(app_transaction)

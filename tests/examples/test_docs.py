@@ -52,6 +52,8 @@ EXPECTED_OUTPUT = {
     "redis-topologies": "",
     "pgbouncer": "",
     "fastapi": "{'queued': True}\n{'queued': False}\n",
+    "own-session": "None\n[{'invoice': 1}]\n",
+    "own-async-session": "True 1\n",
     "settings": "20 20000",
     "logging": "failed for good after attempt 1/1: ConnectionError: smtp down welcome:a@b.c\n",
     "di-primer": "ticker started\nhello, Ada\n['settings', 'greeter', 'ticker']\nticker stopped\n"
@@ -65,6 +67,12 @@ SHELL_OUTPUT = {
         "order 2 (lamp) confirmed, attempt 1\n",
     ],
     "worker-stats": ["order.placed │   0 │         0 │      0 │         2 │      0 │"],
+    "sync-worker": [
+        "queued pending\n",
+        "sent to ada@example.com\n",
+        "sent to grace@example.com\n",
+        "email.send",
+    ],
     "tracing-bean": [
         '"name": "POST /reports"',
         '"name": "jobs.enqueue report.build"',

@@ -222,6 +222,7 @@ async def test_a_sync_commit_with_no_loop_notifies_a_relay_in_another_process(
         with Session(engine) as session, session.begin():
             app_store.append_in(session, "t", {"n": 1})
         done.set()
+        asyncio.run(app_store.close())  # its NOTIFY sent before the engine goes
 
     try:
         await relay_store.wait_for_entries(0)
