@@ -57,6 +57,12 @@ def create_app(builder: ApplicationBuilder | None = None) -> FastAPI:
     async def place_order(order: OrderIn, request: Request) -> dict[str, int]:
         return {"id": await orders(request).place_order(order.email, order.total_cents)}
 
+    @app.post("/orders/sync", status_code=201)
+    def place_order_sync(order: OrderIn, request: Request) -> dict[str, int]:
+        """A sync route (FastAPI runs it in a thread): the app's own sync session and
+        ``outbox.append_in``, as in a Flask view."""
+        return {"id": orders(request).place_order_sync(order.email, order.total_cents)}
+
     @app.get("/orders/{order_id}")
     async def get_order(order_id: int, request: Request) -> OrderOut:
         found = await orders(request).get_order(order_id)

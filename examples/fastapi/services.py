@@ -4,9 +4,11 @@ handler, and the schema set-up run when the context starts."""
 from __future__ import annotations
 
 from loguru import logger
+from sqlalchemy import Engine
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.orm import Session
 
 from jobs import JobContext, job_handler
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, transactional
@@ -16,10 +18,14 @@ from .model import SEND_RECEIPT, Base, Order, Receipt, SentReceipt
 
 class OrderService:
     def __init__(
-        self, transaction_manager: SQLAlchemyTransactionManager, outbox: SQLAlchemyOutboxStore
+        self,
+        transaction_manager: SQLAlchemyTransactionManager,
+        outbox: SQLAlchemyOutboxStore,
+        sync_engine: Engine,
     ) -> None:
         self.transaction_manager = transaction_manager
         self.outbox = outbox
+        self.sync_engine = sync_engine
 
     @transactional()
     async def place_order(self, email: str, total_cents: int) -> int:
@@ -32,6 +38,17 @@ class OrderService:
         receipt = {"order_id": order.id, "email": email, "total_cents": total_cents}
         await self.outbox.append(SEND_RECEIPT, receipt, key=f"receipt:{order.id}")
         return order.id
+
+    def place_order_sync(self, email: str, total_cents: int) -> int:
+        """``place_order`` for sync code (a ``def`` route, run in a thread): the app's own sync
+        session, and the outbox entry written in it with ``append_in``."""
+        with Session(self.sync_engine) as session, session.begin():
+            order = Order(email=email, total_cents=total_cents)
+            session.add(order)
+            session.flush()
+            receipt = {"order_id": order.id, "email": email, "total_cents": total_cents}
+            self.outbox.append_in(session, SEND_RECEIPT, receipt, key=f"receipt:{order.id}")
+            return order.id
 
     async def get_order(self, order_id: int) -> tuple[Order, bool] | None:
         """The order and whether its receipt was sent."""

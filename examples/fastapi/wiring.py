@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from framework import configuration, entry
@@ -19,6 +20,7 @@ from orm_sqlalchemy import (
     SQLAlchemyOutboxStore,
     SQLAlchemyTransactionManager,
     create_engine,
+    create_sync_engine,
 )
 
 from .services import OrderService, ReceiptMailer, SchemaSetup
@@ -32,6 +34,11 @@ def shop_configuration(database_url: str) -> type:
         @entry()
         def engine(self) -> AsyncEngine:
             return create_engine(database_url)
+
+        @entry()
+        def sync_engine(self) -> Engine:
+            """For the sync routes (``def``, run in threads): the same database."""
+            return create_sync_engine(database_url)
 
         @entry()
         def schema_setup(self, engine: AsyncEngine) -> SchemaSetup:
@@ -60,8 +67,9 @@ def shop_configuration(database_url: str) -> type:
             self,
             transaction_manager: SQLAlchemyTransactionManager,
             outbox_store: SQLAlchemyOutboxStore,
+            sync_engine: Engine,
         ) -> OrderService:
-            return OrderService(transaction_manager, outbox_store)
+            return OrderService(transaction_manager, outbox_store, sync_engine)
 
         @entry()
         def receipt_mailer(
