@@ -9,7 +9,7 @@ live). Calls from many threads at once run concurrently on that loop, as concurr
 an async app would. A call runs in a copy of the caller's context (``contextvars``), so the
 job's PRODUCER span is a child of the caller's current span, as with ``await queue.enqueue``.
 
-A drivers's connections belong to the loop they were opened on: hand a SyncJobQueue a driver
+A driver's connections belong to the loop they were opened on: hand a SyncJobQueue a driver
 that has not run on another loop (a new one, or a URL), or call ``JobQueue.sync()`` on the
 queue's own loop.
 
