@@ -115,6 +115,9 @@ EXPORTED = {
         "OutboxStore",
         "OutboxPublisher",
         "OutboxEntry",
+        "DRIVERS_GROUP",
+        "DriverFactory",
+        "SQLOutboxSite",
     ],
     "jobs.spi.support": [
         "check_delay_ms",

@@ -2,10 +2,13 @@
 its parts), the outbox protocols. What a driver may use of the engine is in ``jobs.spi.support``;
 errors are ``jobs.errors``; ``jobs.testing.DriverConformance`` is the suite a driver passes.
 
-A driver package imports only ``jobs.spi`` (with ``jobs.spi.support``) and ``jobs.errors``.
+A driver package imports only ``jobs.spi`` (with ``jobs.spi.support``) and ``jobs.errors``, and
+registers a ``DriverFactory`` for its URL schemes in the ``neverlost.drivers`` entry-point group
+(``docs/reference/driver-spi.md``).
 """
 
 from .driver import JobDriver, JobOperations, JobStore, WorkerRegistry
+from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
     DEFAULT_MAX_STALLS,
@@ -54,4 +57,8 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    # opened from a URL (the neverlost.drivers entry points)
+    "DRIVERS_GROUP",
+    "DriverFactory",
+    "SQLOutboxSite",
 ]

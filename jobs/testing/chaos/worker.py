@@ -32,6 +32,7 @@ from jobs import (
     job_handler,
 )
 from jobs.logs import enable_logging
+from jobs.spi import SQLOutboxSite
 
 from .ledger import Ledger
 from .stores import ChaosStore
@@ -87,27 +88,19 @@ def worker_configuration(
 
         return [ChaosWorkerConfiguration, ChaosJobsConfiguration]
 
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
-    from orm_sqlalchemy import SQLAlchemyTransactionManager
-
     @configuration
     class ChaosOutboxConfiguration:
         @entry()
-        def engine(self) -> AsyncEngine:
-            return store.open_engine()
-
-        @entry()
-        def transaction_manager(self, engine: AsyncEngine) -> SQLAlchemyTransactionManager:
-            return SQLAlchemyTransactionManager(engine)
+        def outbox_site(self) -> SQLOutboxSite:
+            return store.open_outbox()
 
         @entry(OUTBOX_STORE)
-        def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
-            return store.open_outbox(transaction_manager)
+        def outbox_store(self, outbox_site: SQLOutboxSite) -> OutboxStore:
+            return outbox_site.outbox
 
         @entry(JOB_DRIVER)
-        def job_driver(self, engine: AsyncEngine) -> JobDriver:
-            return store.open_driver(engine)
+        def job_driver(self, outbox_site: SQLOutboxSite) -> JobDriver:
+            return store.open_driver(outbox_site)
 
         @entry(OUTBOX_RELAY)
         def outbox_relay(self, outbox_store: OutboxStore, job_queue: JobQueue) -> OutboxRelay:
