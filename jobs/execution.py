@@ -281,7 +281,14 @@ class Attempt:
             return (payload,)
         run_at = to_datetime(job.run_at_ms) if job.run_at_ms is not None else None
         context = JobContext(
-            job.id, job.type, job.attempt, self.max_attempts, self.signal, job.key, run_at
+            job.id,
+            job.type,
+            job.attempt,
+            self.max_attempts,
+            self.signal,
+            job.key,
+            run_at,
+            job.stalls,
         )
         return (payload, context)
 
