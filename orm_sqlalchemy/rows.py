@@ -137,6 +137,8 @@ def outbox_entry(row: Row) -> OutboxEntry:
         attempts=row["attempts"],
         lease_token=row["lease_token"],
         trace_context=row["trace_context"],
+        run_at_ms=row["run_at"],
+        max_attempts=row["max_attempts"],
     )
 
 

@@ -21,7 +21,9 @@ statement to run.
 Outbox table. An entry is claimable while ``published_at`` is NULL and ``available_at`` has
 passed: ``available_at`` is the creation time, then the lease expiry after a claim, then the
 retry time after a release (one column, like a visibility timeout). ``trace_context`` is the
-appending caller's W3C traceparent, continued by the relay's publish span.
+appending caller's W3C traceparent, continued by the relay's publish span. ``run_at`` is when
+the job is due, fixed at the append by the database's clock (``delay_ms`` after it, or the
+``run_at`` given); NULL: due when published.
 """
 
 from __future__ import annotations
@@ -464,6 +466,8 @@ def outbox_schema(
         Column("published_at", BigInteger, nullable=True),
         Column("last_error", Text, nullable=True),
         Column("trace_context", Text, nullable=True),
+        Column("run_at", BigInteger, nullable=True),  # when the job is due (epoch ms)
+        Column("max_attempts", Integer, nullable=True),
         schema=schema,
     )
     unpublished = entries.c.published_at.is_(None)

@@ -42,14 +42,14 @@ from ..payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payloa
 from ..redaction import redact_url
 from ..settings import Retention
 from ..telemetry import current_traceparent
-from .records import stalled_error
+from .records import stalled_error as _stalled_error
 
 
 def stalled_error_parts() -> tuple[str, str, str]:
     """``(head, middle, tail)`` with ``head + str(stalls) + middle + str(max_stalls) + tail ==
     stalled_error(stalls, max_stalls)``: a statement or script builds the text from its two
     numbers, and every store writes the same words."""
-    marked = stalled_error(-111, -222)
+    marked = _stalled_error(-111, -222)
     head, _, rest = marked.partition("-111")
     middle, _, tail = rest.partition("-222")
     return head, middle, tail

@@ -326,14 +326,16 @@ async def test_moving_an_injected_clock_wakes_waiters(harness: StoreHarness) -> 
     await asyncio.wait_for(waiter, timeout=5)
 
 
-async def test_a_lease_expired_with_no_attempts_left_is_logged(harness: StoreHarness) -> None:
+async def test_a_job_failed_by_its_stalls_is_logged(harness: StoreHarness) -> None:
     store = harness.store()
-    job_id = await store.enqueue(new_request(max_attempts=1))
+    job_id = await store.enqueue(new_request(max_attempts=1, max_stalls=0))
     await store.claim(1, LEASE_MS, ["t"])
     harness.clock.advance(LEASE_MS)
     with captured_logs("WARNING") as records:
         assert await store.claim(1, LEASE_MS, ["t"]) == []
-    assert any(job_id in record["message"] for record in records)
+    assert any(
+        job_id in record["message"] and "max_stalls" in record["message"] for record in records
+    )
 
 
 async def test_a_duplicate_job_id_fails_alone(harness: StoreHarness) -> None:
