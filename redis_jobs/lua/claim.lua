@@ -78,13 +78,24 @@ local function check_record(key, source)
     refuse('job record ' .. key .. ' is a ' .. job.state .. ' ' .. job.type
       .. ' job but listed in ' .. source.key)
   end
-  whole(key, 'attempts', job.attempts, 0)
-  whole(key, 'max_attempts', job.max_attempts, 1)
-  whole(key, 'run_at', job.run_at, 0)
-  if job.timeout_ms then whole(key, 'timeout_ms', job.timeout_ms, 1) end
-  if job.created_at then whole(key, 'created_at', job.created_at, 0) end
-  if job.stalls then whole(key, 'stalls', job.stalls, 0) end
-  if job.max_stalls then whole(key, 'max_stalls', job.max_stalls, 0) end
+  -- x % 1 == 0 is false for NaN and the infinities: no call on the common path
+  local a, m, r, t = job.attempts, job.max_attempts, job.run_at, job.timeout_ms
+  local c, s, ms = job.created_at, job.stalls, job.max_stalls
+  if a % 1 == 0 and a >= 0 and a < SAFE and m % 1 == 0 and m >= 1 and m < SAFE
+      and r % 1 == 0 and r >= 0 and r < SAFE
+      and (not t or (t % 1 == 0 and t >= 1 and t < SAFE))
+      and (not c or (c % 1 == 0 and c >= 0 and c < SAFE))
+      and (not s or (s % 1 == 0 and s >= 0 and s < SAFE))
+      and (not ms or (ms % 1 == 0 and ms >= 0 and ms < SAFE)) then
+    return job
+  end
+  whole(key, 'attempts', a, 0)
+  whole(key, 'max_attempts', m, 1)
+  whole(key, 'run_at', r, 0)
+  if t then whole(key, 'timeout_ms', t, 1) end
+  if c then whole(key, 'created_at', c, 0) end
+  if s then whole(key, 'stalls', s, 0) end
+  if ms then whole(key, 'max_stalls', ms, 0) end
   return job
 end
 
