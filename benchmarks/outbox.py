@@ -19,7 +19,14 @@ from typing import Any
 
 from sqlalchemy import text
 
-from jobs import JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
+from jobs import (
+    JobHandlerRegistry,
+    JobOutboxPublisher,
+    JobQueue,
+    JobRunner,
+    JobsSettings,
+    OutboxRelay,
+)
 from orm_sqlalchemy import (
     SQLAlchemyJobStore,
     SQLAlchemyOutboxStore,
@@ -66,7 +73,7 @@ async def commit_to_handler(kind: str, samples: int) -> tuple[float, float]:
 
         registry = JobHandlerRegistry()
         registry.register("order.placed", handler)
-        runner = JobRunner(jobs, registry, poll_interval_ms=10_000)
+        runner = JobRunner(jobs, registry, JobsSettings(poll_interval_ms=10_000))
         relay = OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), poll_interval_ms=10_000)
         runner.start()
         relay.start()

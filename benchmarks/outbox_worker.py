@@ -20,7 +20,15 @@ from typing import Any
 
 from loguru import logger
 
-from jobs import JobDriver, JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
+from jobs import (
+    JobDriver,
+    JobHandlerRegistry,
+    JobOutboxPublisher,
+    JobQueue,
+    JobRunner,
+    JobsSettings,
+    OutboxRelay,
+)
 from jobs.logs import enable_logging
 from orm_sqlalchemy import (
     SQLAlchemyJobStore,
@@ -43,7 +51,7 @@ def relay_and_runner(
 
     registry = JobHandlerRegistry()
     registry.register("order.placed", handler)
-    runner = JobRunner(jobs, registry, concurrency=10)
+    runner = JobRunner(jobs, registry, JobsSettings(concurrency=10))
     return runner, OutboxRelay(outbox, JobOutboxPublisher(JobQueue(jobs)), batch_size=100)
 
 

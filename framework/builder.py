@@ -20,6 +20,7 @@ from .errors import (
     DuplicateBeanError,
     LifecycleError,
     MissingDependencyError,
+    suggestion,
 )
 from .lifecycle import Lifecycle, call_maybe_async
 from .tokens import Token, bean_name
@@ -43,6 +44,7 @@ class BeanDefinition:
     standing: Standing
     when_bean: str | None
     parameters: tuple[inspect.Parameter, ...]
+    closes_before: tuple[str, ...] = ()
 
 
 class ApplicationBuilder:
@@ -112,9 +114,12 @@ class ApplicationBuilder:
         ``start_lifecycles``. Whatever fails, nothing leaks: beans already started are stopped
         and beans already created are closed before the error is raised.
         """
-        definitions = _resolve_conditions(self._merged())
+        found = self._found()
+        definitions = _resolve_conditions(self._merged(found))
         order = _dependency_order(definitions)
+        closes_before = _close_order(found, definitions)
         context = ApplicationContext()
+        context._close_first(closes_before)
         container = containers.DynamicContainer()
         context._attach(container)
         context_provider = providers.Object(context)
@@ -135,13 +140,15 @@ class ApplicationBuilder:
             await start_lifecycles(context)
         return context
 
-    def _merged(self) -> dict[str, BeanDefinition]:
-        definitions = _merge(
-            [
-                *self._definitions(self._configurations, forced=False),
-                *self._definitions(self._overrides, forced=True),
-            ]
-        )
+    def _found(self) -> list[BeanDefinition]:
+        """Every entry of every configuration, replaced ones included."""
+        return [
+            *self._definitions(self._configurations, forced=False),
+            *self._definitions(self._overrides, forced=True),
+        ]
+
+    def _merged(self, found: Sequence[BeanDefinition]) -> dict[str, BeanDefinition]:
+        definitions = _merge(found)
         for name, bean in self._values:
             if name not in definitions:
                 raise BeanNotFoundError(
@@ -181,6 +188,7 @@ class ApplicationBuilder:
                         standing=standing,
                         when_bean=entry_spec.when_bean,
                         parameters=tuple(inspect.signature(factory).parameters.values()),
+                        closes_before=entry_spec.closes_before,
                     )
                 )
         return found
@@ -219,6 +227,47 @@ def _resolve_conditions(definitions: dict[str, BeanDefinition]) -> dict[str, Bea
             return kept
         for name in dropped:
             del kept[name]
+
+
+def _close_order(
+    found: Sequence[BeanDefinition], present: dict[str, BeanDefinition]
+) -> dict[str, set[str]]:
+    """Which beans each bean is closed before, from every entry's ``closes_before`` (a replaced
+    entry's too), between beans that are present. A name no entry defines is an error, and so
+    is a cycle."""
+    defined = {definition.name for definition in found}
+    before: dict[str, set[str]] = {}
+    for definition in found:
+        for other in definition.closes_before:
+            if other not in defined:
+                raise BeanDefinitionError(
+                    f"{definition.origin} closes before {other!r}, which no entry defines"
+                    f"{suggestion(other, sorted(defined))}"
+                )
+            if definition.name in present and other in present:
+                before.setdefault(definition.name, set()).add(other)
+    _check_close_cycle(before)
+    return before
+
+
+def _check_close_cycle(before: dict[str, set[str]]) -> None:
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        if name in path:
+            cycle = [*path[path.index(name) :], name]
+            raise BeanDefinitionError("close order cycle: " + " closes before ".join(cycle))
+        path.append(name)
+        for other in sorted(before.get(name, ())):
+            visit(other)
+        path.pop()
+        done.add(name)
+
+    for name in sorted(before):
+        visit(name)
 
 
 def _dependencies(definition: BeanDefinition, known: dict[str, BeanDefinition]) -> list[str]:

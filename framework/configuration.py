@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -19,10 +19,12 @@ _CONFIG_ATTR = "__framework_configuration__"
 
 @dataclass(frozen=True, slots=True)
 class EntrySpec:
-    """What ``@entry`` records on a method: the bean name and when the entry applies."""
+    """What ``@entry`` records on a method: the bean name, when the entry applies, and the beans
+    it is closed before."""
 
     name: str | None
     when_bean: str | None
+    closes_before: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +40,10 @@ class ConfigurationSpec:
 
 
 def entry(
-    token: Token[Any] | str | None = None, *, when_bean: Token[Any] | str | None = None
+    token: Token[Any] | str | None = None,
+    *,
+    when_bean: Token[Any] | str | None = None,
+    closes_before: Iterable[Token[Any] | str] = (),
 ) -> Callable[[F], F]:
     """Mark a method of a ``@configuration`` class as the factory of one bean.
 
@@ -46,9 +51,19 @@ def entry(
     parameters are resolved from the context by name; a parameter named ``context`` receives the
     ApplicationContext. With ``when_bean``, the entry applies only if a bean of that name is
     defined (the outbox relay exists only where an outbox store does).
+
+    ``closes_before`` names beans this one is closed before when the context closes (a worker
+    drains before the relay and the store it uses go), whatever the order the beans were made
+    in; a named bean that is absent (its entry's condition failed) is skipped. The order is a
+    fact about the beans' names: it stays in force when another entry replaces this bean.
     """
     name = token.name if isinstance(token, Token) else token
     condition = when_bean.name if isinstance(when_bean, Token) else when_bean
+    if isinstance(closes_before, Token | str):
+        raise BeanDefinitionError(
+            f"closes_before takes a collection of beans, e.g. ({closes_before!r},)"
+        )
+    before = tuple(other.name if isinstance(other, Token) else other for other in closes_before)
 
     def decorate(method: F) -> F:
         if not inspect.isfunction(method):
@@ -66,7 +81,8 @@ def entry(
             raise BeanDefinitionError(
                 f"entry {method.__qualname__} is not a method of a @configuration class"
             )
-        setattr(method, _ENTRY_ATTR, EntrySpec(name=name, when_bean=condition))
+        spec = EntrySpec(name=name, when_bean=condition, closes_before=before)
+        setattr(method, _ENTRY_ATTR, spec)
         return method
 
     return decorate

@@ -22,17 +22,22 @@ class ApplicationContext:
     """Holds the beans of a refreshed application; made by ``ApplicationBuilder.run()``.
 
     Every bean is a singleton in a dependency-injector container. ``close()`` stops running
-    lifecycle beans in descending phase, then closes every bean in reverse order of creation.
+    lifecycle beans in descending phase, then closes every bean in reverse order of creation,
+    except that a bean declared to close before others (``@entry(closes_before=...)``) does.
     """
 
     def __init__(self) -> None:
         self._container: DynamicContainer | None = None
         self._created: list[tuple[str, object]] = []
+        self._closes_before: dict[str, set[str]] = {}
         self._closing = False
         self._closed = False
 
     def _attach(self, container: DynamicContainer) -> None:
         self._container = container
+
+    def _close_first(self, closes_before: dict[str, set[str]]) -> None:
+        self._closes_before = closes_before
 
     def _record_created(self, name: str, bean: object) -> None:
         self._created.append((name, bean))
@@ -112,7 +117,7 @@ class ApplicationContext:
     async def _close_beans(self) -> list[tuple[str, BaseException]]:
         failures: list[tuple[str, BaseException]] = []
         seen: set[int] = set()
-        for name, bean in reversed(self._created):
+        for name, bean in close_order(self._created, self._closes_before):
             if id(bean) in seen:
                 continue
             seen.add(id(bean))
@@ -136,3 +141,22 @@ class ApplicationContext:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def close_order(
+    created: Sequence[tuple[str, object]], closes_before: dict[str, set[str]]
+) -> list[tuple[str, object]]:
+    """Reverse creation order, except that a bean goes before those it ``closes_before``: each
+    step closes the most recently created bean that no bean still open must precede."""
+    waiting = list(reversed(created))
+    order: list[tuple[str, object]] = []
+    while waiting:
+        open_names = {name for name, _ in waiting}
+        held = {
+            other
+            for name in open_names
+            for other in closes_before.get(name, ())
+        }
+        index = next((i for i, (name, _) in enumerate(waiting) if name not in held), 0)
+        order.append(waiting.pop(index))
+    return order

@@ -31,8 +31,8 @@ class JobsAutoConfiguration:
     """Defaults: settings, the in-process driver, queue, registry, scheduler, runner, and the
     outbox relay when an ``outbox_store`` bean exists.
 
-    Entry parameters also fix the order of shutdown (beans close in reverse creation order):
-    the runner is created after the driver and the relay, so it is closed (drained) first.
+    The order of shutdown is declared on the runner: it is closed (drained) before the relay
+    and the driver (``closes_before``), whatever entry makes either.
     """
 
     @entry(JOBS_SETTINGS)
@@ -53,12 +53,11 @@ class JobsAutoConfiguration:
     @entry(JOB_QUEUE)
     def job_queue(
         self,
-        context: ApplicationContext,
+        job_driver: JobDriver,
         jobs_settings: JobsSettings,
         job_handler_registry: JobHandlerRegistry,
-        job_driver: JobDriver,
     ) -> JobQueue:
-        return JobQueue(context=context, settings=jobs_settings, registry=job_handler_registry)
+        return JobQueue(job_driver, settings=jobs_settings, registry=job_handler_registry)
 
     @entry(JOB_SCHEDULER)
     def job_scheduler(
@@ -92,13 +91,12 @@ class JobsAutoConfiguration:
             auto_startup=jobs_settings.auto_start,
         )
 
-    @entry(JOB_RUNNER)
+    @entry(JOB_RUNNER, closes_before=(OUTBOX_RELAY, JOB_DRIVER))
     def job_runner(
         self,
         job_driver: JobDriver,
         job_handler_registry: JobHandlerRegistry,
         jobs_settings: JobsSettings,
-        outbox_relay: OutboxRelay | None = None,
     ) -> JobRunner:
         return JobRunner(job_driver, job_handler_registry, jobs_settings)
 

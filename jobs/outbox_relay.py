@@ -35,14 +35,13 @@ from typing import Any
 from loguru import logger
 
 from .clock import to_datetime
-from .failures import FailureStreak, describe_cause
-from .health import Health, StoreContact, build_health, store_name
+from .failures import FailureStreak
 from .metrics import record_published, record_published_batch, watch_outbox
 from .queue import JobQueue, NewJob
 from .retry import Backoff, exponential_backoff
+from .service import BackgroundService
 from .spi.outbox import OutboxPublisher, OutboxStore
 from .spi.records import OutboxEntry
-from .supervision import Supervisor
 from .telemetry import (
     current,
     describe_error,
@@ -56,10 +55,11 @@ RELAY_LOOP = "relay"
 PRUNE_LOOP = "prune"
 
 
-class OutboxRelay:
+class OutboxRelay(BackgroundService):
     """Moves outbox entries from a store to a publisher."""
 
     phase = 20
+    service = "outbox relay"
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class OutboxRelay:
                 f"retain_published_ms must not be negative (None keeps every published entry), "
                 f"got {retain_published_ms}"
             )
+        super().__init__(store)
         self.store = store
         self.publisher = publisher
         self.batch_size = batch_size
@@ -93,24 +94,14 @@ class OutboxRelay:
         self.backoff = backoff or exponential_backoff(1_000, 30_000)
         self.auto_startup = auto_startup
         self.stats: dict[str, int] = {"published": 0, "failed": 0, "pruned": 0}
-        self._supervisor = Supervisor("outbox relay")
-        self._contact = StoreContact()
-        self._started = False
         self._next_claim: asyncio.Task[list[OutboxEntry]] | None = None
         self._marking: asyncio.Task[None] | None = None
-        self._stopping = False
-        self._closed = False
         self._caught_up = False
         self._unwatch: Callable[[], None] = lambda: None
         self._relay_failures = FailureStreak("relaying outbox entries")
         self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
         self._mark_failures = FailureStreak("marking outbox entries published", level="WARNING")
         self._prune_failures = FailureStreak("pruning published outbox entries", level="WARNING")
-
-    @property
-    def is_running(self) -> bool:
-        """Started and not stopping (``health()`` says whether it works)."""
-        return self._started and not self._stopping
 
     @property
     def caught_up(self) -> bool:
@@ -120,45 +111,24 @@ class OutboxRelay:
         it before it exits. False from ``start`` until such a claim."""
         return self._caught_up
 
-    def health(self) -> Health:
-        """Running, the store answered within three poll intervals, the loop alive."""
-        return build_health(
-            "outbox relay",
-            running=self.is_running,
-            contact=self._contact,
-            window_ms=3 * self.poll_interval_ms,
-            supervisor=self._supervisor,
-            store_name=store_name(self.store),
-        )
+    def _health_window_ms(self) -> int:
+        """Three poll intervals."""
+        return 3 * self.poll_interval_ms
 
-    def start(self) -> None:
-        """Start relaying (call from inside the running event loop). Idempotent."""
-        if self._closed:
-            raise RuntimeError("the outbox relay is closed; build a new one")
-        if self.is_running:
-            return
-        self._stopping = False
-        self._started = True
+    def _on_start(self) -> None:
+        """Start relaying (and pruning, with ``retain_published_ms``)."""
         self._caught_up = False
         self._supervisor.spawn(RELAY_LOOP, self._loop)
         if self.retain_published_ms is not None and not self._supervisor.running(PRUNE_LOOP):
             self._supervisor.spawn(PRUNE_LOOP, self._prune_loop)
         self._unwatch = watch_outbox(self.store)
 
-    def stop(self) -> None:
-        """Stop claiming entries; a batch being published is finished. Idempotent."""
-        if self._stopping or not self._started:
-            return
-        self._stopping = True
+    def _on_stop(self) -> None:
+        """Stop claiming entries; a batch being published is finished."""
         self._supervisor.stop()
 
-    async def close(self) -> None:
-        """Stop, wait for the batch being handed over; report what ended the loop if not a
-        stop. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self.stop()
+    async def _on_close(self) -> None:
+        """Wait for the batch being handed over; report what ended the loop if not a stop."""
         await self._supervisor.close()
         await self._finish_prefetched_claim()
         await self._marked()
@@ -185,15 +155,6 @@ class OutboxRelay:
             )
         await self._hand_over(entries, mark_later=prefetch)
         return len(entries)
-
-    def _store_failed(self, exc: Exception) -> None:
-        if self._contact.last_answer is None and self._contact.last_error is None:
-            logger.error(
-                "outbox relay: its store {} cannot be reached: {}",
-                store_name(self.store),
-                describe_cause(exc),
-            )
-        self._contact.failed(exc)
 
     async def _finish_prefetched_claim(self) -> None:
         """A claim made ahead when the relay stopped: hand its entries over too (one batch)."""

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
+from .service import BackgroundService
 from .spi.driver import JobDriver
 from .spi.records import WorkerRegistration
 from .supervision import Supervisor
@@ -29,7 +30,11 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
 
 
-class WorkerPresence:
+class WorkerPresence(BackgroundService):
+    """Keeps a runner listed in ``workers()``; its loop runs under the runner's supervisor."""
+
+    service = "worker presence"
+
     def __init__(
         self,
         driver: JobDriver,
@@ -37,31 +42,40 @@ class WorkerPresence:
         describe: Callable[[], WorkerRegistration],
         supervisor: Supervisor,
     ) -> None:
+        super().__init__(driver, supervisor=supervisor)
         self.driver = driver
         self.heartbeat_ms = heartbeat_ms
         self.describe = describe
-        self._supervisor = supervisor
         self._registered = False
 
     @property
     def ttl_ms(self) -> int:
         return self.heartbeat_ms * LIVE_INTERVALS
 
-    def start(self) -> None:
+    def _on_start(self) -> None:
         if not self._supervisor.running(PRESENCE_LOOP):
             self._supervisor.spawn(PRESENCE_LOOP, self._run)
 
-    async def stop(self) -> None:
+    def _on_stop(self) -> None:
         """Stop refreshing; the record expires ``ttl_ms`` after the last refresh."""
-        await self._supervisor.close(PRESENCE_LOOP)
+        self._supervisor.stop(PRESENCE_LOOP)
 
-    async def close(self) -> None:
+    async def _on_close(self) -> None:
         """Stop refreshing and remove the record (best effort: it expires anyway)."""
-        await self.stop()
+        await self._supervisor.close(PRESENCE_LOOP)
         if self._registered:
             self._registered = False
             with contextlib.suppress(Exception):
                 await self.driver.deregister_worker(self.describe().id)
+
+    async def expire(self) -> None:
+        """Stop refreshing and wait until no refresh is under way, leaving the record to
+        expire as a killed process's would (``close()`` removes it)."""
+        self.stop()
+        await self._supervisor.close(PRESENCE_LOOP)
+
+    def _health_window_ms(self) -> int:
+        return self.ttl_ms
 
     async def refresh(self) -> None:
         await self.driver.register_worker(self.describe(), self.ttl_ms)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -36,11 +37,8 @@ from .telemetry import (
     enqueued_batch,
     tracing,
 )
-from .tokens import JOB_DRIVER
 
 if TYPE_CHECKING:
-    from framework import ApplicationContext
-
     from .handlers import JobHandlerRegistry, RegisteredHandler
 
 M = TypeVar("M", bound=BaseModel)
@@ -81,23 +79,16 @@ class NewJob:
 
 
 class JobQueue:
-    """Enqueues jobs. Give it a driver, or a context to resolve the JOB_DRIVER bean from.
-
-    Resolving through the context on each call means an overridden driver bean is the one used.
-    """
+    """Enqueues jobs to the driver it is given, and operates them (list, retry, cancel, ...)."""
 
     def __init__(
         self,
-        driver: JobDriver | None = None,
+        driver: JobDriver,
         *,
-        context: ApplicationContext | None = None,
         settings: JobsSettings | None = None,
         registry: JobHandlerRegistry | None = None,
     ) -> None:
-        if driver is None and context is None:
-            raise ValueError("JobQueue needs a driver or a context to find the driver bean in")
         self._driver = driver
-        self._context = context
         settings = settings or JobsSettings()
         self._max_payload_bytes = settings.max_payload_bytes
         self._default_max_stalls = settings.max_stalls
@@ -105,10 +96,7 @@ class JobQueue:
 
     @property
     def driver(self) -> JobDriver:
-        if self._driver is not None:
-            return self._driver
-        assert self._context is not None
-        return self._context.get_value(JOB_DRIVER)
+        return self._driver
 
     @property
     def registry(self) -> JobHandlerRegistry | None:
@@ -161,33 +149,76 @@ class JobQueue:
         not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
         trace context the job carries to its execution.
         """
+        return await self._submit(
+            type_or_definition, payload, delay_ms, run_at, max_attempts, timeout_ms, key
+        )
+
+    async def _submit(
+        self,
+        type_or_definition: str | JobDefinition[Any],
+        payload: Any,
+        delay_ms: int | None,
+        run_at: datetime | None,
+        max_attempts: int | None,
+        timeout_ms: int | None,
+        key: str | None,
+        keep_until_ms: int | None = None,
+        timeout_s: float | None = None,
+    ) -> str | None:
+        """The one way a single job reaches the driver, for ``enqueue`` and the scheduler (an
+        internal of the package, not API): the PRODUCER span (the request is built inside it,
+        so the job carries its trace context), the driver call (bounded by ``timeout_s`` if
+        given), the metric.
+
+        ``keep_until_ms``: keep the job (and so its key) at least until then (epoch ms), though
+        retention would prune it sooner (the scheduler's occurrence keys).
+        """
+        job_type = _job_type(type_or_definition)
         if not tracing():  # no span at all: its no-op scope cost ~0.9 us, 8% of our Python
-            request = self.build_request(
+            request = self._request(
                 type_or_definition,
+                job_type,
                 payload,
+                new_job_id(),
+                current_traceparent(),
                 delay_ms=delay_ms,
                 run_at=run_at,
                 max_attempts=max_attempts,
                 timeout_ms=timeout_ms,
                 key=key,
+                keep_until_ms=keep_until_ms,
             )
-            job_id = await self.driver.enqueue(request)
+            job_id = await self._send(request, timeout_s)
         else:
-            with enqueue_span(_job_type(type_or_definition)) as span:
-                request = self.build_request(
+            with enqueue_span(job_type) as span:
+                request = self._request(
                     type_or_definition,
+                    job_type,
                     payload,
+                    new_job_id(),
+                    current_traceparent(),
                     delay_ms=delay_ms,
                     run_at=run_at,
                     max_attempts=max_attempts,
                     timeout_ms=timeout_ms,
                     key=key,
+                    keep_until_ms=keep_until_ms,
                 )
-                job_id = await self.driver.enqueue(request)
+                job_id = await self._send(request, timeout_s)
                 enqueued(span, request, job_id)
         if job_id is not None:
-            record_enqueued(request.type)
+            record_enqueued(job_type)
         return job_id
+
+    def _send(self, request: JobRequest, timeout_s: float | None) -> Awaitable[str | None]:
+        """The driver's ``enqueue`` (its coroutine itself: no frame of ours in between)."""
+        if timeout_s is None:
+            return self._driver.enqueue(request)
+        return self._send_within(request, timeout_s)
+
+    async def _send_within(self, request: JobRequest, timeout_s: float) -> str | None:
+        async with asyncio.timeout(timeout_s):
+            return await self._driver.enqueue(request)
 
     async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
         """Store a batch in one driver call; per job, in order, its id or None (key taken).
@@ -202,7 +233,7 @@ class JobQueue:
         with enqueue_many_span(len(batch)) as span:
             requests = self._build_batch(batch)
             enqueued_batch(span, requests)
-            ids = await self.driver.enqueue_many(requests)
+            ids = await self._driver.enqueue_many(requests)
         record_enqueued_batch(requests, ids)
         return ids
 
@@ -280,6 +311,7 @@ class JobQueue:
         max_attempts: int | None,
         timeout_ms: int | None,
         key: str | None,
+        keep_until_ms: int | None = None,
     ) -> JobRequest:
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
         if definition is not None:
@@ -321,6 +353,7 @@ class JobQueue:
             key=key,
             delay_ms=delay_ms or 0,
             run_at_ms=run_at_ms,
+            keep_until_ms=keep_until_ms,
             trace_context=trace_context,
             max_stalls=max_stalls,
         )
@@ -336,7 +369,7 @@ class JobQueue:
         cursor: str | None = None,
     ) -> JobPage:
         """A page of jobs newest first; ``cursor=page.next_cursor`` for the next one."""
-        return await self.driver.list_jobs(
+        return await self._driver.list_jobs(
             state=check.check_state(state) if state is not None else None,
             job_type=check.check_type(type) if type is not None else None,
             limit=check.check_limit(limit),
@@ -344,30 +377,30 @@ class JobQueue:
         )
 
     async def get_job(self, job_id: str) -> JobInfo | None:
-        return await self.driver.get_job(check.check_job_id(job_id))
+        return await self._driver.get_job(check.check_job_id(job_id))
 
     async def find_job(self, *, key: str) -> JobInfo | None:
         """The job holding idempotency ``key`` (in any state, until retention prunes it)."""
-        return await self.driver.find_job(check.check_key(key))
+        return await self._driver.find_job(check.check_key(key))
 
     async def retry(self, job_id: str) -> bool:
         """A failed or cancelled job runs again now, with exactly one more attempt.
 
         True if it moved; False for a job in any other state or an unknown id.
         """
-        return await self.driver.requeue(check.check_job_id(job_id))
+        return await self._driver.requeue(check.check_job_id(job_id))
 
     async def retry_failed(self, type: str | None = None) -> int:
         """``retry`` every failed job (of ``type``); how many moved."""
         job_type = check.check_type(type) if type is not None else None
-        return await self.driver.requeue_failed(job_type)
+        return await self._driver.requeue_failed(job_type)
 
     async def cancel(self, job_id: str) -> bool:
         """A pending job is cancelled; an active one too, and its handler is interrupted.
 
         True if it was cancelled; False for a finished job or an unknown id.
         """
-        return await self.driver.cancel(check.check_job_id(job_id))
+        return await self._driver.cancel(check.check_job_id(job_id))
 
     async def purge(
         self,
@@ -376,7 +409,7 @@ class JobQueue:
         older_than_ms: int | None = None,
     ) -> int:
         """Delete jobs in ``states`` (never ``active``), freeing their keys; how many went."""
-        return await self.driver.purge(
+        return await self._driver.purge(
             check.check_purge_states(states),
             check.check_type(type) if type is not None else None,
             check.check_age(older_than_ms) if older_than_ms is not None else None,
@@ -387,15 +420,15 @@ class JobQueue:
 
         False for an active job (cancel it first) or an unknown id.
         """
-        return await self.driver.delete(check.check_job_id(job_id))
+        return await self._driver.delete(check.check_job_id(job_id))
 
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""
-        return await self.driver.stats()
+        return await self._driver.stats()
 
     async def workers(self) -> list[WorkerInfo]:
         """The worker processes seen within their last three heartbeat intervals."""
-        return await self.driver.list_workers()
+        return await self._driver.list_workers()
 
     @staticmethod
     def _max_attempts(

@@ -38,16 +38,15 @@ from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
-from .health import Health, StoreContact, build_health, store_name
 from .leases import Lease, LeaseKeeper
 from .metrics import watch_queue
 from .presence import WorkerPresence, new_worker_id
 from .retry import DEFAULT_BACKOFF, Backoff
+from .service import BackgroundService
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
 from .spi.driver import JobDriver
 from .spi.records import WorkerRegistration
-from .supervision import Supervisor
 
 CLAIM_LOOP = "claim"
 _SETTLE_STEPS = 4
@@ -55,10 +54,11 @@ _SETTLE_STEPS = 4
 HEARTBEAT_LOOP = "heartbeat"
 
 
-class JobRunner:
+class JobRunner(BackgroundService):
     """The worker engine (lifecycle phase 10). ``start()`` explicitly, or ``auto_start``."""
 
     phase = 10
+    service = "job runner"
 
     def __init__(
         self,
@@ -67,10 +67,9 @@ class JobRunner:
         settings: JobsSettings | None = None,
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
-        **overrides: Any,
     ) -> None:
-        base = settings or JobsSettings()
-        self.settings = JobsSettings(**{**base.__dict__, **overrides}) if overrides else base
+        super().__init__(driver)
+        self.settings = settings or JobsSettings()
         self.driver = driver
         self.registry = registry
         self.backoff = backoff
@@ -79,10 +78,8 @@ class JobRunner:
         self.executor = ThreadPoolExecutor(
             max_workers=self.settings.concurrency, thread_name_prefix="jobs-handler"
         )
-        self._contact = StoreContact()
         self.settler = Settler(driver, self.lease_ms, self._contact)
         self.leases = LeaseKeeper(driver, self.lease_ms, self.heartbeat_ms, self._contact)
-        self._supervisor = Supervisor("job runner")
         self._last_claim: float | None = None
         self._services = AttemptServices(
             settler=self.settler,
@@ -102,7 +99,6 @@ class JobRunner:
         self.prefetch = self.settings.effective_prefetch
         self._ready: deque[Lease] = deque()  # claimed jobs waiting for a slot, leases kept
         self._busy: set[Attempt] = set()  # attempts whose handler runs: they hold the slots
-        self._started = False
         self.worker_id = new_worker_id()
         self.presence = WorkerPresence(
             driver, self.heartbeat_ms, self._registration, self._supervisor
@@ -111,8 +107,6 @@ class JobRunner:
         self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
         self._launches = 0
-        self._stopping = False
-        self._closed = False
         self._unwatch: Callable[[], None] = _nothing
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -120,11 +114,6 @@ class JobRunner:
     @property
     def auto_startup(self) -> bool:
         return self.settings.auto_start
-
-    @property
-    def is_running(self) -> bool:
-        """Started and not stopping: claiming (``health()`` says whether it works)."""
-        return self._started and not self._stopping
 
     @property
     def running_handlers(self) -> int:
@@ -141,14 +130,8 @@ class JobRunner:
         """Jobs this runner holds: running, settling, or claimed and ready to run."""
         return len(self._attempts) + len(self._ready)
 
-    def start(self) -> None:
-        """Start claiming (call from inside the running event loop). Idempotent."""
-        if self._closed:
-            raise JobsError("the job runner is closed; build a new one")
-        if self.is_running:
-            return
-        self._stopping = False
-        self._started = True
+    def _on_start(self) -> None:
+        """Start claiming."""
         self._slot_freed = asyncio.Event()
         supervisor = self._supervisor
         supervisor.spawn(CLAIM_LOOP, self._claim_loop)
@@ -157,29 +140,23 @@ class JobRunner:
         self.presence.start()
         self._unwatch = watch_queue(self.driver)
 
-    def stop(self) -> None:
-        """Stop claiming; jobs in flight go on. Idempotent."""
-        if self._stopping or not self._started:
-            return
-        self._stopping = True
+    def _on_stop(self) -> None:
+        """Stop claiming; jobs in flight go on."""
         self._supervisor.stop(CLAIM_LOOP)
         if self._slot_freed is not None:
             self._slot_freed.set()
 
-    def health(self) -> Health:
-        """Claiming, the store answered within three heartbeat intervals, every loop alive
-        (``jobs.health``); also how many jobs are in flight and when the last claim was."""
-        return build_health(
-            "job runner",
-            running=self.is_running,
-            contact=self._contact,
-            window_ms=3 * self.heartbeat_ms,
-            supervisor=self._supervisor,
-            store_name=store_name(self.driver),
-            in_flight=self.in_flight,
-            last_claim=self._last_claim,
-            stuck=self.stuck_handlers(),
-        )
+    def _health_window_ms(self) -> int:
+        """Three heartbeat intervals."""
+        return 3 * self.heartbeat_ms
+
+    def _health_details(self) -> dict[str, Any]:
+        """How many jobs are in flight, when the last claim was, which handlers are stuck."""
+        return {
+            "in_flight": self.in_flight,
+            "last_claim": self._last_claim,
+            "stuck": self.stuck_handlers(),
+        }
 
     def stuck_handlers(self) -> list[str]:
         """One line for each handler that is stuck (``jobs.health``): still running after it
@@ -216,10 +193,8 @@ class JobRunner:
     async def close(self, drain_timeout_ms: int | None = None) -> None:
         """Stop, then wait for jobs in flight; past the drain deadline, cancel them and hand
         them (and the ready ones) back to the store at no cost."""
-        if self._closed:
+        if not self._begin_close():
             return
-        self._closed = True
-        self.stop()
         await self._supervisor.close(CLAIM_LOOP)
         deadline_ms = drain_timeout_ms if drain_timeout_ms is not None else (
             self.settings.drain_timeout_ms

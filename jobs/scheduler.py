@@ -56,7 +56,6 @@ registry has scanned the handlers), so a bad cron expression, time zone or paylo
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -66,22 +65,19 @@ from typing import TYPE_CHECKING, Literal
 from loguru import logger
 
 from .clock import Clock, SystemClock, to_datetime
-from .errors import JobsError, ScheduleError
-from .failures import FailureStreak, describe_cause
-from .health import Health, StoreContact, build_health, store_name
-from .metrics import record_enqueued
+from .errors import ScheduleError
+from .failures import FailureStreak
+from .health import StoreContact
 from .queue import JobQueue
 from .retry import exponential_backoff
 from .schedule import Schedule, occurrence_iso
+from .service import BackgroundService, ServiceState
 from .settings import JobsSettings
-from .supervision import Supervisor
-from .telemetry import enqueue_span, enqueued
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
 
     from .handlers import JobHandlerRegistry
-    from .spi.records import JobRequest
 
 DEFAULT_CATCH_UP_MS = 60_000
 DEFAULT_ENQUEUE_TIMEOUT_MS = 30_000
@@ -102,7 +98,7 @@ class PassReport:
     failed: list[str] = field(default_factory=list)
 
 
-class JobScheduler:
+class JobScheduler(BackgroundService):
     """Queues the occurrences of every schedule (lifecycle phase 5, auto-startup).
 
     Schedules come from ``schedules=``, from ``@job_handler(..., cron=...)`` handlers in
@@ -112,6 +108,7 @@ class JobScheduler:
     """
 
     phase = 5
+    service = "job scheduler"
 
     def __init__(
         self,
@@ -136,6 +133,7 @@ class JobScheduler:
                 f"enqueue_timeout_ms must be between 1 and {MAX_ENQUEUE_TIMEOUT_MS} (it bounds "
                 f"how late an enqueue may land; see jobs.scheduler), got {enqueue_timeout_ms}"
             )
+        super().__init__(queue.driver)
         self.queue = queue
         self.clock = clock or SystemClock()
         self.interval_ms = interval
@@ -148,36 +146,23 @@ class JobScheduler:
         self._given = tuple(schedules)
         self._schedules: tuple[Schedule, ...] | None = None
         self._retry_delay = exponential_backoff(min(1_000, interval), interval, jitter=0)
-        self._supervisor = Supervisor("job scheduler")
-        self._contact = StoreContact()
-        self._started = False
-        self._stopping = False
-        self._closed = False
         self._pass_failures = FailureStreak("job scheduler pass")
         self._enqueue_failures = FailureStreak("queuing scheduled jobs")
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    @property
-    def is_running(self) -> bool:
-        """Started and not stopping (``health()`` says whether it works)."""
-        return self._started and not self._stopping
+    def _health_window_ms(self) -> int:
+        """Three pass intervals."""
+        return 3 * self.interval_ms
 
-    def health(self) -> Health:
-        """Running, the store answered within three pass intervals (when there are schedules
-        to queue), the pass loop alive."""
-        contact = self._contact
-        if not self._schedules:  # nothing to queue: the store is not this service's concern
-            contact = StoreContact()
-            contact.answered()
-        return build_health(
-            "job scheduler",
-            running=self.is_running,
-            contact=contact,
-            window_ms=3 * self.interval_ms,
-            supervisor=self._supervisor,
-            store_name=store_name(self.queue.driver),
-        )
+    def _health_contact(self) -> StoreContact:
+        """The store's answers when there are schedules to queue; else the store is not this
+        service's concern (always answered)."""
+        if self._schedules:
+            return self._contact
+        contact = StoreContact()
+        contact.answered()
+        return contact
 
     @property
     def schedules(self) -> tuple[Schedule, ...]:
@@ -187,32 +172,28 @@ class JobScheduler:
         return self._schedules
 
     def start(self) -> None:
-        """Validate the schedules, then run a pass now and every ``interval_ms``. Idempotent."""
-        if self._closed:
-            raise JobsError("the job scheduler is closed; build a new one")
-        if self.is_running:
-            return
-        self._schedules = self._collect()
-        self._started, self._stopping = True, False
+        """Validate the schedules, then run a pass now and every ``interval_ms``. Idempotent;
+        JobsError once closed; ScheduleError (and nothing started) if a schedule is unusable."""
+        if self.state is not ServiceState.CLOSED and not self.is_running:
+            self._schedules = self._collect()
+        super().start()
+
+    def _on_start(self) -> None:
         if not self._schedules:
             logger.debug("job scheduler: no schedules declared")
             return
         self._supervisor.spawn(PASS_LOOP, self._loop)
         logger.info("job scheduler started: {}", ", ".join(s.key_prefix for s in self._schedules))
 
-    def stop(self) -> None:
-        """End the passes (one in progress stops before its next enqueue). Idempotent."""
-        if self._started:
-            self._stopping = True
-            self._supervisor.stop()
+    def _on_stop(self) -> None:
+        """End the passes (one in progress stops before its next enqueue)."""
+        self._supervisor.stop()
 
-    async def close(self) -> None:
-        """Stop, and wait for a pass in progress (cancelled after a few seconds). Idempotent.
+    async def _on_close(self) -> None:
+        """Wait for a pass in progress (cancelled after a few seconds).
 
         Cancelling an enqueue is safe: a repeat of it is dropped by its key.
         """
-        self._closed = True
-        self.stop()
         await self._supervisor.close(timeout_s=CLOSE_GRACE_S)
 
     # -- passes --------------------------------------------------------------------------------
@@ -294,12 +275,17 @@ class JobScheduler:
             report.late.append(key)
             return "done"
         try:
-            with enqueue_span(schedule.job_type) as span:
-                request = self._request(schedule, occurrence)
-                async with asyncio.timeout(self.enqueue_timeout_ms / 1000):
-                    job_id = await self.queue.driver.enqueue(request)
-                enqueued(span, request, job_id)
-            record_enqueued(request.type, job_id is not None)
+            job_id = await self.queue._submit(
+                schedule.job,
+                schedule.job_payload,
+                delay_ms=None,
+                run_at=to_datetime(occurrence),
+                max_attempts=None,
+                timeout_ms=None,
+                key=key,
+                keep_until_ms=occurrence + self.catch_up_ms + KEY_MARGIN_MS,
+                timeout_s=self.enqueue_timeout_ms / 1000,
+            )
         except Exception as exc:
             self._store_failed(exc)
             self._enqueue_failures.failed(exc, then=f"{key} is left to the next pass")
@@ -314,26 +300,6 @@ class JobScheduler:
             report.queued.append((key, job_id))
             logger.info("schedule {}: queued {} as job {}", schedule.key_prefix, key, job_id)
         return "done"
-
-    def _store_failed(self, exc: Exception) -> None:
-        if self._contact.last_answer is None and self._contact.last_error is None:
-            logger.error(
-                "job scheduler: its store {} cannot be reached: {}",
-                store_name(self.queue.driver),
-                describe_cause(exc),
-            )
-        self._contact.failed(exc)
-
-    def _request(self, schedule: Schedule, occurrence: int) -> JobRequest:
-        request = self.queue.build_request(
-            schedule.job,
-            schedule.job_payload,
-            run_at=to_datetime(occurrence),
-            key=schedule.key(occurrence),
-        )
-        return dataclasses.replace(
-            request, keep_until_ms=occurrence + self.catch_up_ms + KEY_MARGIN_MS
-        )
 
     # -- collecting schedules ------------------------------------------------------------------
 
@@ -368,7 +334,13 @@ class JobScheduler:
 
     def _check_payload(self, schedule: Schedule) -> None:
         try:
-            self._request(schedule, self.clock.now_ms() // 1000 * 1000)
+            occurrence = self.clock.now_ms() // 1000 * 1000
+            self.queue.build_request(
+                schedule.job,
+                schedule.job_payload,
+                run_at=to_datetime(occurrence),
+                key=schedule.key(occurrence),
+            )
         except ValueError as exc:  # PayloadError, JobTypeError, a bad definition payload
             raise ScheduleError(
                 f"schedule {schedule.key_prefix!r}: its payload cannot be queued: {exc}"

@@ -43,9 +43,10 @@ class Retention:
         return self.completed_ms if state == "completed" else self.failed_ms
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class JobsSettings:
-    """Settings of the jobs plugin; durations in milliseconds.
+    """Settings of the jobs plugin; durations in milliseconds. Frozen: make a changed copy with
+    ``dataclasses.replace(settings, concurrency=4)``.
 
     ``heartbeat_ms`` defaults to a third of ``lease_ms``. ``drain_timeout_ms`` bounds how long
     ``JobRunner.close()`` waits for in-flight jobs (None: until they finish); jobs still running

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -169,10 +170,10 @@ class WorkerProcess:
                 registry = registry.only(self.options.types)
             except JobTypeError as exc:
                 raise CliUsageError(f"--types: {exc}") from None
-        overrides = (
-            {} if self.options.concurrency is None else {"concurrency": self.options.concurrency}
-        )
-        return JobRunner(base.driver, registry, base.settings, backoff=base.backoff, **overrides)
+        settings = base.settings
+        if self.options.concurrency is not None:
+            settings = dataclasses.replace(settings, concurrency=self.options.concurrency)
+        return JobRunner(base.driver, registry, settings, backoff=base.backoff)
 
     def _starts(self, name: str, bean: object) -> bool:
         if name == JOB_RUNNER.name:

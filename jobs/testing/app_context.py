@@ -94,7 +94,6 @@ class JobsTestConfiguration:
         job_driver: JobDriver,
         job_handler_registry: JobHandlerRegistry,
         jobs_settings: JobsSettings,
-        outbox_relay: OutboxRelay | None = None,
     ) -> JobRunner:
         settings = dataclasses.replace(jobs_settings, auto_start=False)
         return JobRunner(job_driver, job_handler_registry, settings)

@@ -53,6 +53,7 @@ EXPECTED_OUTPUT = {
     "pgbouncer": "",
     "fastapi": "{'queued': True}\n{'queued': False}\n",
     "settings": "20 20000",
+    "logging": "failed for good after attempt 1/1: ConnectionError: smtp down welcome:a@b.c\n",
     "di-primer": "ticker started\nhello, Ada\n['settings', 'greeter', 'ticker']\nticker stopped\n"
     "ticker closed\ngood morning, Ada\nticker closed\n",
 }
@@ -77,9 +78,9 @@ SHELL_OUTPUT = {
 SAME_TRACE = {"tracing-bean"}
 """Shell blocks whose spans must all share one trace id (across the processes they start)."""
 
-OWN_PROCESS = {"observability"}
-"""Blocks that install a global OpenTelemetry provider, which a process takes only once; every
-block runs in a fresh directory of its own (the files it writes stay there)."""
+OWN_PROCESS = {"observability", "logging"}
+"""Blocks that install a global OpenTelemetry provider (a process takes one only once) or
+replace loguru's sinks; every block runs in a fresh directory of its own."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ from jobs import (
     JobOutboxPublisher,
     JobQueue,
     JobRunner,
+    JobsSettings,
     OutboxRelay,
 )
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyTransactionManager
@@ -107,7 +108,7 @@ async def test_one_trace_from_the_request_through_the_relay_to_the_job(
     registry.register("order.placed", send_email)
     queue = JobQueue(driver)
     relay = OutboxRelay(outbox, JobOutboxPublisher(queue))
-    runner = JobRunner(driver, registry, poll_interval_ms=100)
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=100))
     tracer = trace.get_tracer("test")
     try:
         with tracer.start_as_current_span("POST /orders", kind=SpanKind.SERVER) as one:

@@ -18,7 +18,14 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
-from jobs import JobHandlerRegistry, JobOutboxPublisher, JobQueue, JobRunner, OutboxRelay
+from jobs import (
+    JobHandlerRegistry,
+    JobOutboxPublisher,
+    JobQueue,
+    JobRunner,
+    JobsSettings,
+    OutboxRelay,
+)
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
 from tests.stores import StoreTarget
 
@@ -57,7 +64,7 @@ async def work(args: argparse.Namespace, target: StoreTarget) -> None:
     async def send_email(payload: Any) -> None: ...
 
     registry.register("order.placed", send_email)
-    runner = JobRunner(driver, registry, poll_interval_ms=50)
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=50))
     runner.start()
     try:
         await wait_for(lambda: runner.stats["completed"] >= args.count, "the jobs")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
@@ -183,7 +184,8 @@ class Rig:
     def wait_long(self) -> None:
         """Idle waits of IDLE_POLL_MS: the runner otherwise caps a wait at its heartbeat interval
         (its leases are not at stake while it is idle), so only a wake-up starts a job sooner."""
-        self.runner.settings.poll_interval_ms = IDLE_POLL_MS
+        settings = self.runner.settings
+        self.runner.settings = dataclasses.replace(settings, poll_interval_ms=IDLE_POLL_MS)
         self.runner.heartbeat_ms = IDLE_POLL_MS
 
     def executed_ids(self) -> set[str]:

@@ -30,7 +30,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import jobs
-from jobs import InProcessJobDriver, JobContext, JobHandlerRegistry, JobQueue, JobRunner
+from jobs import (
+    InProcessJobDriver,
+    JobContext,
+    JobHandlerRegistry,
+    JobQueue,
+    JobRunner,
+    JobsSettings,
+)
 
 MODE = sys.argv[1]
 
@@ -51,7 +58,7 @@ async def run_a_job() -> None:
             raise ConnectionError("mail server busy")
 
     registry.register("email.send", flaky)
-    runner = JobRunner(driver, registry, concurrency=1)
+    runner = JobRunner(driver, registry, JobsSettings(concurrency=1))
     job_id = await JobQueue(driver).enqueue("email.send", {}, key="order:7")
     runner.start()
     while (await driver.get_job(job_id)).state != "completed":

@@ -23,6 +23,7 @@ from jobs import (
     JobQueue,
     JobRunner,
     JobScheduler,
+    JobsSettings,
     ManualClock,
     NewJob,
     Schedule,
@@ -66,7 +67,7 @@ async def test_executions_durations_and_enqueues_by_type_and_outcome(
     assert await queue.enqueue(works, key="once") is not None
     assert await queue.enqueue(works, key="once") is None  # dropped: not counted
     await queue.enqueue_many([NewJob(type=works), NewJob(type=breaks)])
-    runner = JobRunner(driver, registry, poll_interval_ms=20)
+    runner = JobRunner(driver, registry, JobsSettings(poll_interval_ms=20))
     runner.start()
     await wait_until(lambda: runner.stats["completed"] == 2 and runner.stats["failed"] == 1)
     await runner.close()
@@ -100,7 +101,8 @@ async def test_a_lost_lease_is_counted(metric_reader: InMemoryMetricReader) -> N
 
     registry.register(job_type, held)
     await JobQueue(driver).enqueue(job_type)
-    runner = JobRunner(driver, registry, lease_ms=1_000, heartbeat_ms=20, poll_interval_ms=20)
+    settings = JobsSettings(lease_ms=1_000, heartbeat_ms=20, poll_interval_ms=20)
+    runner = JobRunner(driver, registry, settings)
     runner.start()
     await wait_until(lambda: runner.in_flight == 1)
     clock.advance(1_001)

@@ -147,11 +147,6 @@ async def test_the_queue_bean_uses_the_driver_bean_of_its_context(make_app: AppF
     assert await mine.get_job(job_id) is not None
 
 
-async def test_a_queue_needs_a_driver_or_a_context() -> None:
-    with pytest.raises(ValueError, match="needs a driver or a context"):
-        JobQueue()
-
-
 def test_driver_retention_defaults_and_refuses_negatives() -> None:
     retention = Retention.of(None, 5)
     assert (retention.completed_ms, retention.failed_ms) == (DEFAULT_RETAIN_COMPLETED_MS, 5)

@@ -566,7 +566,7 @@ async def test_a_settled_attempt_is_freed_without_the_garbage_collector() -> Non
 
     registry.register("t", works)
     ids = [await JobQueue(driver).enqueue("t") for _ in range(20)]
-    runner = JobRunner(driver, registry, concurrency=4, prefetch=4)
+    runner = JobRunner(driver, registry, JobsSettings(concurrency=4, prefetch=4))
     gc.collect()
     gc.disable()
     try:

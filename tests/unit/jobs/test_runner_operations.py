@@ -290,7 +290,7 @@ async def test_a_worker_that_stops_refreshing_is_gone_after_three_heartbeats() -
     runner = rig.runner(lease_ms=3_000, heartbeat_ms=1_000)
     try:
         await wait_until(lambda: _listed(rig), message="the worker registered")
-        await runner.presence.stop()  # as a stalled or killed process would
+        await runner.presence.expire()  # as a stalled or killed process would
         clock.advance(2_999)
         assert [w.id for w in await rig.queue.workers()] == [runner.worker_id]
         clock.advance(1)

@@ -16,6 +16,7 @@ from jobs import (
     JobQueue,
     JobRunner,
     JobScheduler,
+    JobsSettings,
     OutboxRelay,
     Schedule,
     StoreUnavailableError,
@@ -110,7 +111,8 @@ def _runner(driver: InProcessJobDriver, ran: list[Any]) -> JobRunner:
         ran.append(payload)
 
     registry.register("t", handle)
-    return JobRunner(driver, registry, lease_ms=600, heartbeat_ms=100, poll_interval_ms=50)
+    settings = JobsSettings(lease_ms=600, heartbeat_ms=100, poll_interval_ms=50)
+    return JobRunner(driver, registry, settings)
 
 
 async def test_the_claim_loop_restarts_after_a_failure_and_runs_jobs_again() -> None:
@@ -293,7 +295,7 @@ async def test_start_right_after_stop_runs_one_claim_loop_within_concurrency() -
         done.append(payload)
 
     registry.register("t", handle)
-    runner = JobRunner(driver, registry, concurrency=1, poll_interval_ms=50)
+    runner = JobRunner(driver, registry, JobsSettings(concurrency=1, poll_interval_ms=50))
     queue = JobQueue(driver)
     await queue.enqueue("t", {"n": 1})
     await queue.enqueue("t", {"n": 2})
