@@ -56,6 +56,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from loguru import logger
@@ -65,14 +66,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session
 
-from jobs.errors import DriverError
+from jobs.errors import DriverError, JobOptionError
 from jobs.spi import OutboxEntry
 from jobs.spi.support import (
     MAX_KEY_LENGTH,
     Clock,
     JobDefinition,
     check_delay_ms,
+    check_max_attempts,
     check_name,
+    check_run_at,
     current_traceparent,
     encode_payload,
     redact_url,
@@ -89,6 +92,7 @@ from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
 from .rows import outbox_entry
 from .tables import (
+    add_missing_columns,
     check_columns,
     column_names,
     create_missing,
@@ -243,11 +247,20 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     @overload
     async def append(
-        self, type: str, payload: Any = None, *, key: str | None = None, delay_ms: int | None = None
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     async def append(
@@ -257,22 +270,43 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None:
         """Insert an entry through the caller's open transaction; its id, or None when an
         entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
         The entry keeps the caller's trace context (W3C traceparent), so the relay's publish
         continues its trace.
 
+        The job is due ``delay_ms`` after this append by the database's clock (PostgreSQL
+        ``clock_timestamp()``, SQLite's ``julianday('now')``): the entry stores that absolute
+        time, and the job is due then however late the relay publishes it. It is the append
+        statement's time, so within the transaction's duration of its commit. Or ``run_at``
+        (an aware datetime); neither: due when published. ``max_attempts`` is carried to the
+        job (a handler's own still wins).
+
         ``type`` is a job type or a job definition, whose model validates ``payload`` here.
-        Raises PayloadValidationError, PayloadError (naming the path) or JobTypeError before
-        anything is written, and NoTransactionError when no transaction of this store's
-        manager is open here.
+        Raises PayloadValidationError, PayloadError (naming the path), JobTypeError or
+        JobOptionError (``jobs.options``) before anything is written, and NoTransactionError
+        when no transaction of this store's manager is open here.
         """
         job_type, payload = resolve_job(type, payload, "outbox entry type")
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
+        run_at_ms = None
         if delay_ms is not None:
             delay_ms = check_delay_ms(delay_ms)
+            if run_at is not None:
+                raise JobOptionError(
+                    f"give delay_ms or run_at, not both (got delay_ms={delay_ms} and "
+                    f"run_at={run_at!r})",
+                    option="run_at",
+                    value=run_at,
+                )
+        elif run_at is not None:
+            run_at_ms = check_run_at(run_at)
+        if max_attempts is not None:
+            max_attempts = check_max_attempts(max_attempts)
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         session = self._tm.session
         if not self._schema_ready:
@@ -287,6 +321,8 @@ class SQLAlchemyOutboxStore:
             "payload": text,
             "key": key,
             "delay_ms": delay_ms,
+            "run_at": run_at_ms,
+            "max_attempts": max_attempts,
             "trace_context": current_traceparent(),
             "now": None if self._clock is None else self._clock.now_ms(),
         }
@@ -422,14 +458,16 @@ class SQLAlchemyOutboxStore:
         await conn.run_sync(self._create_and_check)
 
     def _create_and_check(self, connection: Connection) -> None:
-        """Create the table unless it exists; StoreSchemaError if an existing one lacks a
-        column (one made by an older version, before ``trace_context``, say)."""
+        """Create the table unless it exists; add the columns a later version gave it
+        (``add_missing_columns``: ``run_at``, ``max_attempts``); StoreSchemaError if it still
+        lacks one."""
         table = self._table
         columns = column_names(connection, table)
         if columns is None:
             create_missing(connection, {table: None})
             return
-        check_columns(table, columns, store="outbox store")
+        columns.extend(add_missing_columns(connection, table, columns))
+        check_columns(table, columns, store="outbox store", connection=connection)
 
     def _mark_schema_ready(self) -> None:
         self._schema_ready = True

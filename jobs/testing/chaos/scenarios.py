@@ -26,7 +26,7 @@ from .checker import Verdict, check_jobs, check_orders
 from .fleet import Fleet, WorkerOptions
 from .ledger import Ledger
 from .stores import ChaosStore
-from .worker import ATTEMPTS, ORDER, WORK
+from .worker import ORDER, WORK
 
 
 class ChaosTimeoutError(AssertionError):
@@ -117,7 +117,7 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
             # kills start while the jobs are still being enqueued, not after
             for start in range(0, plan.jobs, 100):
                 batch = range(start, min(start + 100, plan.jobs))
-                enqueues = (queue.enqueue(WORK, {"n": n}, max_attempts=ATTEMPTS) for n in batch)
+                enqueues = (queue.enqueue(WORK, {"n": n}) for n in batch)
                 ids = await asyncio.gather(*enqueues)
                 acknowledged.extend(job_id for job_id in ids if job_id is not None)
 

@@ -39,11 +39,6 @@ from .stores import ChaosStore
 
 WORK = "chaos.work"
 ORDER = "chaos.order"
-ATTEMPTS = 25
-"""Every chaos job's ``max_attempts``. A kill costs each job its worker held one attempt, and a
-loaded run sees one job held by three killed workers in turn (the next worker claims the expired
-jobs first), so the default 3 would fail jobs the kills alone took. The harness enqueues without
-the workers' handlers, so it passes this itself."""
 
 
 class ChaosHandlers:
@@ -52,15 +47,15 @@ class ChaosHandlers:
         self.handler_s = handler_ms / 1000
 
     async def _execute(self, ctx: JobContext, **fields: Any) -> None:
-        self.ledger.write("start", job=ctx.id, attempt=ctx.attempt, **fields)
+        self.ledger.write("start", job=ctx.id, attempt=ctx.attempt, stalls=ctx.stalls, **fields)
         await asyncio.sleep(self.handler_s)
-        self.ledger.write("end", job=ctx.id, attempt=ctx.attempt, **fields)
+        self.ledger.write("end", job=ctx.id, attempt=ctx.attempt, stalls=ctx.stalls, **fields)
 
-    @job_handler(WORK, max_attempts=ATTEMPTS)
+    @job_handler(WORK)
     async def work(self, payload: dict[str, Any], ctx: JobContext) -> None:
         await self._execute(ctx, n=payload["n"])
 
-    @job_handler(ORDER, max_attempts=ATTEMPTS)
+    @job_handler(ORDER)
     async def order(self, payload: dict[str, Any], ctx: JobContext) -> None:
         await self._execute(ctx, order=payload["order"])
 
