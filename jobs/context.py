@@ -59,7 +59,9 @@ class JobContext:
     """Passed as the second argument to handlers that take one.
 
     ``key`` is the job's idempotency key; ``run_at`` when it was due (None where the driver
-    does not say).
+    does not say). ``stalls`` is how many times the job's lease expired without a settle
+    before this delivery (its worker crashed, was killed or lost it): a reclaim runs the
+    attempt that stalled again, with the same ``attempt``.
     """
 
     id: str
@@ -69,3 +71,4 @@ class JobContext:
     signal: AbortSignal
     key: str | None = None
     run_at: datetime | None = None
+    stalls: int = 0

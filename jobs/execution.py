@@ -6,13 +6,17 @@ cancellation is given ``timeout_grace_ms``, after which the attempt is *detached
 ``on_detach`` callback (the runner) settles the job without it. A heartbeat that finds the
 lease gone (``leases.LeaseKeeper``) interrupts the handler the same way and nothing is settled:
 the job belongs to its new holder, or an operator cancelled it (``ctx.signal.reason`` says
-which). A reclaimed job whose attempt is past its handler's ``max_attempts`` (its worker died
-on the last one) fails with the lease-expired error without running: the handler's options
-govern wherever the job was enqueued. Log lines written by the handler carry job_id, job_type,
-attempt and job_key (``telemetry.bind_job_logs``: what loguru's ``contextualize`` sets), and the
-retry and failure lines the execution span's trace_id and span_id. The store calls
-themselves go through ``settling.Settler``. An attempt knows the services it is given
-(``AttemptServices``), never the runner.
+which). A reclaimed job (its worker died) whose attempt is past its handler's
+``max_attempts``, or whose stalls are past its handler's ``max_stalls``, fails without
+running: the handler's options govern wherever the job was enqueued (the store judged by the
+values stored with the job). A pending job runs whatever its attempt: an operator's retry
+gives a failed job exactly one more. A
+``RetryLater`` retries without spending the attempt: it is not a failure of the handler. Log
+lines written by the handler carry job_id, job_type, attempt and job_key
+(``telemetry.bind_job_logs``: what loguru's ``contextualize`` sets), and the retry and failure
+lines the execution span's trace_id and span_id. The store calls themselves go through
+``settling.Settler``. An attempt knows the services it is given (``AttemptServices``), never
+the runner.
 """
 
 from __future__ import annotations
@@ -34,18 +38,21 @@ from .clock import to_datetime
 from .context import AbortSignal, JobContext
 from .errors import (
     HandlerExitError,
+    JobOptionError,
     JobTimeoutError,
     LeaseExpiredError,
     PayloadValidationError,
     PermanentError,
     RetryLater,
+    StalledTooOftenError,
 )
 from .leases import Lease, LeaseKeeper
 from .metrics import metering, record_execution
+from .options import MAX_DELAY_MS, check_delay_ms
 from .payload import decode_payload
-from .retry import Backoff
+from .retry import DEFAULT_BACKOFF, Backoff
 from .settling import Settler
-from .spi.records import LEASE_EXPIRED_ERROR, ClaimedJob
+from .spi.records import ClaimedJob, stalled_error
 from .telemetry import (
     activate,
     bind_job_logs,
@@ -54,6 +61,7 @@ from .telemetry import (
     end_span,
     log_failure,
     log_retry,
+    log_retry_later,
     start_job_span,
     tracing,
 )
@@ -164,7 +172,7 @@ class Attempt:
         self.started = time.perf_counter()
         job, lease = self.job, self.lease
         span = self.span = start_job_span(job) if tracing() else None
-        if job.reclaimed and job.attempt > self.max_attempts:
+        if job.reclaimed and self._past_handler_limits():
             self.services.leases.release(lease)
             return await self._fail_unrun()
         token = activate(span) if span is not None else None
@@ -189,6 +197,15 @@ class Attempt:
         finally:
             if not (self.detached or self._settling):  # finish() releases it itself
                 self.services.leases.release(lease)
+
+    def _past_handler_limits(self) -> bool:
+        """The reclaimed job's attempt is past its handler's ``max_attempts`` (it ran under
+        another deploy's handler), or its stalls past the handler's ``max_stalls`` (the store
+        judged by the values stored with the job)."""
+        max_stalls = self.handler.options.max_stalls
+        return self.job.attempt > self.max_attempts or (
+            max_stalls is not None and self.job.stalls > max_stalls
+        )
 
     async def _call_handler(self) -> BaseException | None:
         """Run the handler; the error that ended it (None when it returned).
@@ -264,7 +281,14 @@ class Attempt:
             return (payload,)
         run_at = to_datetime(job.run_at_ms) if job.run_at_ms is not None else None
         context = JobContext(
-            job.id, job.type, job.attempt, self.max_attempts, self.signal, job.key, run_at
+            job.id,
+            job.type,
+            job.attempt,
+            self.max_attempts,
+            self.signal,
+            job.key,
+            run_at,
+            job.stalls,
         )
         return (payload, context)
 
@@ -371,28 +395,53 @@ class Attempt:
         if error is None:
             return "completed" if await settler.complete(job) else self._refused()
         text = describe_error(error)
+        if isinstance(error, RetryLater):  # not a failure: the attempt is not spent
+            log_retry_later(job, error.delay_ms, error, self.span)
+            retried = await settler.retry(
+                job, delay_ms=error.delay_ms, error=text, count_attempt=False
+            )
+            return "retry" if retried else self._refused()
         final = isinstance(error, PayloadValidationError | PermanentError)
         if final or job.attempt >= self.max_attempts:
             log_failure(job, self.max_attempts, error, self.span)
             failed = await settler.fail(job, error=text)
             return "failed" if failed else self._refused()
-        if isinstance(error, RetryLater):
-            delay_ms = error.delay_ms
-        else:
-            delay_ms = (self.handler.options.backoff or self.services.backoff)(job.attempt)
+        delay_ms = self._backoff(job.attempt)
         log_retry(job, self.max_attempts, delay_ms, error, self.span)
         retried = await settler.retry(job, delay_ms=delay_ms, error=text)
         return "retry" if retried else self._refused()
 
+    def _backoff(self, attempt: int) -> int:
+        """The handler's backoff (else the runner's) for ``attempt``; one that returns no
+        valid delay (``jobs.options``: an int up to 10 years) is logged, and the runner's
+        default used: a bad backoff must not leave the job unsettled."""
+        backoff = self.handler.options.backoff or self.services.backoff
+        delay_ms = backoff(attempt)
+        if type(delay_ms) is int and 0 <= delay_ms <= MAX_DELAY_MS:
+            return delay_ms
+        try:
+            return check_delay_ms(delay_ms, f"the backoff of handler {self.handler.job_type!r}")
+        except JobOptionError as exc:
+            logger.bind(job_type=self.handler.job_type).error("{}; retrying by the default", exc)
+            return DEFAULT_BACKOFF(attempt)
+
     async def _fail_unrun(self) -> Outcome:
-        """The last attempt's worker died holding the job: fail it, as the store would have."""
+        """The job is past its handler's limits (lower than those stored with it): fail it
+        without running, as the store would have with the handler's values."""
         job = self.job
-        error = LeaseExpiredError(
-            f"attempt {job.attempt} is past the handler's max_attempts ({self.max_attempts})"
-        )
+        error: Exception
+        if job.attempt > self.max_attempts:
+            error = PermanentError(
+                f"attempt {job.attempt} is past the handler's max_attempts "
+                f"({self.max_attempts}): not run"
+            )
+            text = describe_error(error)
+        else:
+            text = stalled_error(job.stalls, self.handler.options.max_stalls or 0)
+            error = StalledTooOftenError(text.partition(": ")[2])
         log_failure(job, self.max_attempts, error, self.span)
         outcome: Outcome = "failed"
-        if not await self.services.settler.fail(job, error=LEASE_EXPIRED_ERROR):
+        if not await self.services.settler.fail(job, error=text):
             outcome = self._refused()
         return self._ended(outcome, error)
 

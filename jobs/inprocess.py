@@ -25,7 +25,6 @@ from .inprocess_record import JobRecord, job_info
 from .operations import decode_cursor, encode_cursor
 from .settings import Retention
 from .spi.records import (
-    LEASE_EXPIRED_ERROR,
     ClaimedJob,
     JobInfo,
     JobPage,
@@ -35,6 +34,7 @@ from .spi.records import (
     JobTypeStats,
     WorkerInfo,
     WorkerRegistration,
+    stalled_error,
 )
 from .worker_table import WorkerTable
 
@@ -116,6 +116,7 @@ class InProcessJobDriver:
             trace_context=job.trace_context,
             keep_until=job.keep_until_ms,
             created_at=now,
+            max_stalls=job.max_stalls,
         )
         self._jobs[job.id] = record
         if job.key is not None:
@@ -138,8 +139,10 @@ class InProcessJobDriver:
                 record = self._jobs.get(job_id)
                 if record is None or record.seq != seq or record.state != "active":
                     continue
-                if record.attempts >= record.max_attempts:
-                    self._finish(record, "failed", LEASE_EXPIRED_ERROR, now)
+                record.stalls += 1
+                if record.stalls > record.max_stalls:
+                    error = stalled_error(record.stalls, record.max_stalls)
+                    self._finish(record, "failed", error, now)
                     continue
                 claimed.append(self._lease(record, lease_ms, now, reclaimed=True))
         while len(claimed) < limit:
@@ -173,13 +176,38 @@ class InProcessJobDriver:
         self._finish(record, "completed", None, self._clock.now_ms())
         return True
 
-    async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
+    async def retry(
+        self,
+        job_id: str,
+        lease_token: str,
+        *,
+        delay_ms: int,
+        error: str,
+        count_attempt: bool = True,
+    ) -> bool:
         record = self._held(job_id, lease_token)
         if record is None:
             return False
         now = self._clock.now_ms()
         record.add_error(now, error)
+        if not count_attempt:
+            record.attempts -= 1
         self._to_pending(record, now + delay_ms, now)
+        return True
+
+    async def release(self, job_id: str, lease_token: str) -> bool:
+        return self._release(job_id, lease_token)
+
+    async def release_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        return [self._release(job_id, lease_token) for job_id, lease_token in jobs]
+
+    def _release(self, job_id: str, lease_token: str) -> bool:
+        record = self._held(job_id, lease_token)
+        if record is None:
+            return False
+        now = self._clock.now_ms()
+        record.attempts -= 1
+        self._to_pending(record, now, now)
         return True
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
@@ -391,7 +419,8 @@ class InProcessJobDriver:
         self._notify()
 
     def _lease(self, record: JobRecord, lease_ms: int, now: int, *, reclaimed: bool) -> ClaimedJob:
-        record.attempts += 1
+        if not reclaimed:  # a reclaim runs the attempt that stalled again (claim counted it)
+            record.attempts += 1
         if record.state != "active":
             record.state = "active"
             self._index.enter(record, now)
@@ -413,6 +442,7 @@ class InProcessJobDriver:
             trace_context=record.trace_context,
             reclaimed=reclaimed,
             run_at_ms=record.run_at,
+            stalls=record.stalls,
         )
 
     def _held(self, job_id: str, lease_token: str) -> JobRecord | None:

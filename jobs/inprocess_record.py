@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .clock import to_datetime
 from .payload import decode_payload
-from .spi.records import MAX_ERRORS_KEPT, FailedAttempt, JobInfo, JobState
+from .spi.records import DEFAULT_MAX_STALLS, MAX_ERRORS_KEPT, FailedAttempt, JobInfo, JobState
 
 
 @dataclass(slots=True)
@@ -21,8 +21,10 @@ class JobRecord:
     trace_context: str | None
     keep_until: int | None
     created_at: int
+    max_stalls: int = DEFAULT_MAX_STALLS
     state: JobState = "pending"
     attempts: int = 0
+    stalls: int = 0
     seq: int = 0
     token: str | None = None
     lease_until: int = 0
@@ -54,4 +56,6 @@ def job_info(record: JobRecord) -> JobInfo:
         finished_at=to_datetime(record.finished_at) if record.finished_at is not None else None,
         errors=errors,
         trace_context=record.trace_context,
+        stalls=record.stalls,
+        max_stalls=record.max_stalls,
     )

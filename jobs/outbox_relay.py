@@ -29,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from loguru import logger
 
+from .clock import to_datetime
 from .failures import FailureStreak
 from .metrics import record_published, record_published_batch, watch_outbox
 from .queue import JobQueue, NewJob
@@ -312,27 +314,41 @@ class JobOutboxPublisher:
         self._queue = queue
 
     async def publish(self, entry: OutboxEntry) -> None:
+        run_at, delay_ms = _due(entry)
         await self._queue.enqueue(
             entry.type,
             entry.payload,
             key=_job_key(entry),
-            delay_ms=entry.delay_ms,
+            delay_ms=delay_ms,
+            run_at=run_at,
+            max_attempts=entry.max_attempts,
         )
 
     async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
         """Enqueue the batch in one driver call (``JobQueue.enqueue_many``), each entry keyed."""
-        await self._queue.enqueue_many(
-            [
+        jobs = []
+        for entry in entries:
+            run_at, delay_ms = _due(entry)
+            jobs.append(
                 NewJob(
                     type=entry.type,
                     payload=entry.payload,
                     key=_job_key(entry),
-                    delay_ms=entry.delay_ms,
+                    delay_ms=delay_ms,
+                    run_at=run_at,
+                    max_attempts=entry.max_attempts,
                     trace_context=entry.trace_context,
                 )
-                for entry in entries
-            ]
-        )
+            )
+        await self._queue.enqueue_many(jobs)
+
+
+def _due(entry: OutboxEntry) -> tuple[datetime | None, int | None]:
+    """The job's ``run_at`` (the absolute time the store fixed at the append) or, for an entry
+    without one (written before it existed), its ``delay_ms``, counted from now."""
+    if entry.run_at_ms is not None:
+        return to_datetime(entry.run_at_ms), None
+    return None, entry.delay_ms
 
 
 def _job_key(entry: OutboxEntry) -> str:

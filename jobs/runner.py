@@ -18,7 +18,8 @@ retried with backoff where it happens. The claim, heartbeat and presence loops r
 ``Supervisor``: anything else that escapes one is logged with its cause and the loop restarts
 after a backoff, ``health()`` red meanwhile. ``stop()`` ends claiming while attempts in flight
 go on (heartbeats too); ``close()`` also waits for them (up to ``drain_timeout_ms``, after which
-they are cancelled and their jobs left to their leases). While started, the runner is listed in
+they are cancelled and their jobs, and the ready ones, handed back to the store at no cost:
+``release``, neither an attempt nor a stall spent). While started, the runner is listed in
 ``workers()`` (``presence``).
 """
 
@@ -190,7 +191,8 @@ class JobRunner(BackgroundService):
         return stuck
 
     async def close(self, drain_timeout_ms: int | None = None) -> None:
-        """Stop, then wait for jobs in flight; past the drain deadline, cancel them."""
+        """Stop, then wait for jobs in flight; past the drain deadline, cancel them and hand
+        them (and the ready ones) back to the store at no cost."""
         if not self._begin_close():
             return
         await self._supervisor.close(CLAIM_LOOP)
@@ -205,26 +207,35 @@ class JobRunner(BackgroundService):
             timeout = None if deadline is None else max(0.0, deadline - loop.time())
             _, late = await asyncio.wait(pending, timeout=timeout)
             if late:
-                self._abandon(late)
-                await asyncio.gather(*late, return_exceptions=True)
+                await self._hand_back(late)
                 break
         await self._supervisor.close(HEARTBEAT_LOOP)
         await self.presence.close()
         self._unwatch()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    def _abandon(self, late: set[asyncio.Task[Outcome]]) -> None:
-        """The drain deadline passed: cancel what runs, leave every job held to its lease."""
-        logger.warning(
-            "{} job(s) still running and {} ready at the drain deadline; cancelled and left to "
-            "their leases",
-            len(late),
-            len(self._ready),
-        )
+    async def _hand_back(self, late: set[asyncio.Task[Outcome]]) -> None:
+        """The drain deadline passed: cancel what runs, then hand every job held back to the
+        store at no cost (``release``: no attempt, no stall spent), those running and those
+        ready (claimed, never started). A job whose sync handler's thread still runs (a thread
+        cannot be cancelled) is left to its lease instead: released, it could run twice at
+        once."""
+        ready = [lease.job for lease in self._ready]
         while self._ready:
             self.leases.release(self._ready.popleft())
+        running = [attempt for task in late if (attempt := self._attempts.get(task))]
         for task in late:
             task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        held = ready + [attempt.job for attempt in running if not attempt.handler_running]
+        released = await self.settler.release(held)
+        logger.warning(
+            "{} job(s) still running and {} ready at the drain deadline: cancelled, and {} "
+            "handed back to the store at no cost (the others run again after their leases)",
+            len(running),
+            len(ready),
+            released,
+        )
 
     def _registration(self) -> WorkerRegistration:
         host, pid, _ = self.worker_id.rsplit(":", 2)

@@ -50,9 +50,10 @@ class JobsSettings:
 
     ``heartbeat_ms`` defaults to a third of ``lease_ms``. ``drain_timeout_ms`` bounds how long
     ``JobRunner.close()`` waits for in-flight jobs (None: until they finish); jobs still running
-    then are left to their lease. ``timeout_grace_ms`` is how long a timed-out handler that
-    ignores cancellation is given before the runner settles the job without it; the handler
-    keeps its slot until it returns, and ``health()`` names it meanwhile.
+    then are cancelled and handed back to the store (``release``: no attempt, no stall spent).
+    ``timeout_grace_ms`` is how long a timed-out handler that ignores cancellation is given
+    before the runner settles the job without it; the handler keeps its slot until it returns,
+    and ``health()`` names it meanwhile.
     ``default_timeout_ms`` (30 minutes) is the timeout of a handler that has none of its own:
     the handler's ``timeout_ms`` wins (or its job definition's), then the request's, then this;
     None runs such handlers without a timeout. It is checked on the runner's heartbeat sweep,

@@ -68,11 +68,38 @@ class Settler:
             return [await self.driver.complete(*group[0])]
         return await self.driver.complete_many(group)
 
-    async def retry(self, job: ClaimedJob, *, delay_ms: int, error: str) -> bool:
+    async def retry(
+        self, job: ClaimedJob, *, delay_ms: int, error: str, count_attempt: bool = True
+    ) -> bool:
         driver = self.driver
+        if count_attempt:
+            return await self.call_store(
+                lambda: driver.retry(job.id, job.lease_token, delay_ms=delay_ms, error=error)
+            )
         return await self.call_store(
-            lambda: driver.retry(job.id, job.lease_token, delay_ms=delay_ms, error=error)
+            lambda: driver.retry(
+                job.id, job.lease_token, delay_ms=delay_ms, error=error, count_attempt=False
+            )
         )
+
+    async def release(self, jobs: list[ClaimedJob]) -> int:
+        """Hand ``jobs`` back to the store at no cost (``release_many``), once, best effort: a
+        job not released (the store unreachable, a token gone stale) runs again after its
+        lease, as it would have without this call. How many were released."""
+        if not jobs:
+            return 0
+        try:
+            released = await self.driver.release_many([(job.id, job.lease_token) for job in jobs])
+        except Exception as exc:
+            self.contact.failed(exc)
+            logger.warning(
+                "handing {} job(s) back failed: {}; they run again after their leases",
+                len(jobs),
+                describe_cause(exc),
+            )
+            return 0
+        self.contact.answered()
+        return sum(released)
 
     async def fail(self, job: ClaimedJob, *, error: str) -> bool:
         driver = self.driver

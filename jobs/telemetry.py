@@ -358,6 +358,20 @@ def log_retry(
     )
 
 
+def log_retry_later(
+    job: ClaimedJob, delay_ms: int, error: BaseException, span: Span | None
+) -> None:
+    """A handler's ``RetryLater``: not a failure, no attempt spent (INFO)."""
+    logger.bind(**_job_fields(job, span)).info(
+        "job {} ({}) asked to run again in {} ms, its attempt {} not spent: {}",
+        job.type,
+        job.id,
+        delay_ms,
+        job.attempt,
+        error_summary(error),
+    )
+
+
 def log_failure(
     job: ClaimedJob, max_attempts: int, error: BaseException, span: Span | None
 ) -> None:

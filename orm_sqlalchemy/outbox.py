@@ -69,6 +69,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from loguru import logger
@@ -78,14 +79,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
-from jobs.errors import DriverError
+from jobs.errors import DriverError, JobOptionError
 from jobs.spi import OutboxEntry
 from jobs.spi.support import (
     MAX_KEY_LENGTH,
     Clock,
     JobDefinition,
     check_delay_ms,
+    check_max_attempts,
     check_name,
+    check_run_at,
     current_traceparent,
     encode_payload,
     redact_url,
@@ -103,6 +106,7 @@ from ._database.wakeup import PostgresWakeups
 from .engine import create_engine, is_sqlite
 from .rows import outbox_entry
 from .tables import (
+    add_missing_columns,
     check_columns,
     column_names,
     create_missing,
@@ -285,11 +289,20 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     @overload
     async def append(
-        self, type: str, payload: Any = None, *, key: str | None = None, delay_ms: int | None = None
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     async def append(
@@ -299,18 +312,29 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None:
         """Insert an entry through the caller's open transaction; its id, or None when an
         entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
         The entry keeps the caller's trace context (W3C traceparent), so the relay's publish
         continues its trace.
 
+        The job is due ``delay_ms`` after this append by the database's clock (PostgreSQL
+        ``clock_timestamp()``, SQLite's ``julianday('now')``): the entry stores that absolute
+        time, and the job is due then however late the relay publishes it. It is the append
+        statement's time, so within the transaction's duration of its commit. Or ``run_at``
+        (an aware datetime); neither: due when published. ``max_attempts`` is carried to the
+        job (a handler's own still wins).
+
         ``type`` is a job type or a job definition, whose model validates ``payload`` here.
-        Raises PayloadValidationError, PayloadError (naming the path) or JobTypeError before
-        anything is written, and NoTransactionError when no transaction of this store's
-        manager is open here.
+        Raises PayloadValidationError, PayloadError (naming the path), JobTypeError or
+        JobOptionError (``jobs.options``) before anything is written, and NoTransactionError
+        when no transaction of this store's manager is open here.
         """
-        params = self._entry(type, payload, key=key, delay_ms=delay_ms)
+        params = self._entry(
+            type, payload, key=key, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts
+        )
         session = self._tm.session
         if not self._schema_ready:
             await self._ensure_schema(await session.connection())
@@ -341,6 +365,8 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     @overload
@@ -352,6 +378,8 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     @overload
@@ -363,6 +391,8 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> Awaitable[str | None]: ...
 
     @overload
@@ -374,6 +404,8 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> Awaitable[str | None]: ...
 
     def append_in(
@@ -384,6 +416,8 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | Awaitable[str | None] | None:
         """``append`` through a session or connection the app opened itself, on the store's
         database: the entry commits or rolls back with the app's transaction.
@@ -403,7 +437,9 @@ class SQLAlchemyOutboxStore:
                 "append_in takes a SQLAlchemy Session, Connection, AsyncSession or "
                 f"AsyncConnection, got {session!r}"
             )
-        params = self._entry(type, payload, key=key, delay_ms=delay_ms)
+        params = self._entry(
+            type, payload, key=key, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts
+        )
         appends = self._app_appends
         if isinstance(session, AsyncSession):
             appends.check_database(session.sync_session.get_bind())
@@ -424,20 +460,36 @@ class SQLAlchemyOutboxStore:
         *,
         key: str | None,
         delay_ms: int | None,
+        run_at: datetime | None,
+        max_attempts: int | None,
     ) -> dict[str, Any]:
         """The checked parameters of one entry's INSERT (``append`` and ``append_in``): raises
         before anything is written."""
         job_type, payload = resolve_job(type, payload, "outbox entry type")
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
+        run_at_ms = None
         if delay_ms is not None:
             delay_ms = check_delay_ms(delay_ms)
+            if run_at is not None:
+                raise JobOptionError(
+                    f"give delay_ms or run_at, not both (got delay_ms={delay_ms} and "
+                    f"run_at={run_at!r})",
+                    option="run_at",
+                    value=run_at,
+                )
+        elif run_at is not None:
+            run_at_ms = check_run_at(run_at)
+        if max_attempts is not None:
+            max_attempts = check_max_attempts(max_attempts)
         return {
             "id": str(uuid.uuid4()),
             "type": job_type,
             "payload": encode_payload(payload, max_bytes=self._max_payload_bytes),
             "key": key,
             "delay_ms": delay_ms,
+            "run_at": run_at_ms,
+            "max_attempts": max_attempts,
             "trace_context": current_traceparent(),
             "now": None if self._clock is None else self._clock.now_ms(),
         }
@@ -564,14 +616,16 @@ class SQLAlchemyOutboxStore:
         await conn.run_sync(self._create_and_check)
 
     def _create_and_check(self, connection: Connection) -> None:
-        """Create the table unless it exists; StoreSchemaError if an existing one lacks a
-        column (one made by an older version, before ``trace_context``, say)."""
+        """Create the table unless it exists; add the columns a later version gave it
+        (``add_missing_columns``: ``run_at``, ``max_attempts``); StoreSchemaError if it still
+        lacks one."""
         table = self._table
         columns = column_names(connection, table)
         if columns is None:
             create_missing(connection, {table: None})
             return
-        check_columns(table, columns, store="outbox store")
+        columns.extend(add_missing_columns(connection, table, columns))
+        check_columns(table, columns, store="outbox store", connection=connection)
 
     def _mark_schema_ready(self) -> None:
         self._schema_ready = True

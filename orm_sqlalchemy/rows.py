@@ -24,6 +24,7 @@ from jobs.spi.support import decode_payload, to_datetime
 __all__ = [
     "batch_params",
     "claimed_job",
+    "malformed",
     "failed_attempts",
     "first_of_each_key",
     "job_info",
@@ -49,7 +50,26 @@ def claimed_job(row: Row) -> ClaimedJob:
         trace_context=row["trace_context"],
         reclaimed=bool(row["reclaimed"]),
         run_at_ms=row["run_at"],
+        stalls=row["stalls"],
     )
+
+
+_CLAIMED_NUMBERS = (("attempts", 1), ("max_attempts", 1), ("run_at", 0), ("stalls", 0))
+
+
+def malformed(row: Row) -> str | None:
+    """What is wrong with a claimed row that a worker cannot run (a value planted behind the
+    queue's back: SQLite keeps text in an INTEGER column), or None when it is fine."""
+    for name, low in _CLAIMED_NUMBERS:
+        value = row[name]
+        if type(value) is not int or value < low:
+            return f"{name} is {value!r}, not a whole number from {low}"
+    timeout = row["timeout_ms"]
+    if timeout is not None and (type(timeout) is not int or timeout < 1):
+        return f"timeout_ms is {timeout!r}, not a whole number from 1"
+    if type(row["payload"]) is not str:
+        return f"payload is {row['payload']!r}, not JSON text"
+    return None
 
 
 def job_info(row: Row) -> JobInfo:
@@ -68,6 +88,8 @@ def job_info(row: Row) -> JobInfo:
         finished_at=None if row["finished_at"] is None else to_datetime(row["finished_at"]),
         trace_context=row["trace_context"],
         errors=failed_attempts(row["errors"]),
+        stalls=row["stalls"],
+        max_stalls=row["max_stalls"],
     )
 
 
@@ -115,6 +137,8 @@ def outbox_entry(row: Row) -> OutboxEntry:
         attempts=row["attempts"],
         lease_token=row["lease_token"],
         trace_context=row["trace_context"],
+        run_at_ms=row["run_at"],
+        max_attempts=row["max_attempts"],
     )
 
 
@@ -136,12 +160,12 @@ def batch_params(jobs: Sequence[JobRequest], *, postgres: bool) -> dict[str, Any
     rows (SQLite, read with ``json_each``)."""
     columns = [
         (job.id, job.type, job.payload, job.max_attempts, job.run_at_ms, job.delay_ms,
-         job.timeout_ms, job.key, job.trace_context, job.keep_until_ms)
+         job.timeout_ms, job.key, job.trace_context, job.keep_until_ms, job.max_stalls)
         for job in jobs
     ]  # fmt: skip
     if not postgres:
         return {"jobs": json.dumps(columns)}
     names = ("ids", "types", "payloads", "max_attempts", "run_ats", "delays", "timeouts", "keys",
-             "trace_contexts", "keep_untils")  # fmt: skip
+             "trace_contexts", "keep_untils", "max_stalls")  # fmt: skip
     arrays = zip(*columns, strict=True)
     return {name: list(values) for name, values in zip(names, arrays, strict=True)}

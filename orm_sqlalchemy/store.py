@@ -45,14 +45,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobs.errors import DriverError
 from jobs.spi import (
-    LEASE_EXPIRED_ERROR,
     MAX_ERRORS_KEPT,
     ClaimedJob,
     JobInfo,
     JobRequest,
     JobStateCounts,
 )
-from jobs.spi.support import Clock, ManualClock, Retention, check_request, redact_url
+from jobs.spi.support import (
+    Clock,
+    ManualClock,
+    Retention,
+    check_request,
+    redact_url,
+    stalled_error_parts,
+)
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
@@ -63,11 +69,20 @@ from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
 from ._sqlite_files import require_database
 from .engine import configure_sqlite, create_engine
-from .rows import batch_params, claimed_job, first_of_each_key, job_info, state_counts
+from .rows import (
+    batch_params,
+    claimed_job,
+    first_of_each_key,
+    job_info,
+    malformed,
+    state_counts,
+)
 from .store_operations import SQLOperations
 from .tables import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 
 __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
+
+STALLED_HEAD, STALLED_MIDDLE, STALLED_TAIL = stalled_error_parts()
 
 PRUNE_BATCH = 1_000
 """At most this many expired rows are deleted by one ``prune()``."""
@@ -188,6 +203,7 @@ class SQLAlchemyJobStore(SQLOperations):
             key=job.key,
             trace_context=job.trace_context,
             keep_until=job.keep_until_ms,
+            max_stalls=job.max_stalls,
         )
         stored = bool(rows) or not keyed
         if stored:
@@ -226,7 +242,9 @@ class SQLAlchemyJobStore(SQLOperations):
                 types=self._types(types),
                 limit=limit,
                 lease_ms=lease_ms,
-                lease_expired_error=LEASE_EXPIRED_ERROR,
+                stalled_head=STALLED_HEAD,
+                stalled_middle=STALLED_MIDDLE,
+                stalled_tail=STALLED_TAIL,
                 max_errors=MAX_ERRORS_KEPT,
                 retain_failed_ms=self._retention.failed_ms,
             )
@@ -244,9 +262,11 @@ class SQLAlchemyJobStore(SQLOperations):
                 leased.append(row)
             else:
                 logger.warning(
-                    "job {} ({}) failed: its lease expired with no attempts left",
+                    "job {} ({}) failed: its lease expired without a settle {} time(s), more "
+                    "than its max_stalls",
                     row["id"],
                     row["type"],
+                    row["stalls"],
                 )
         self._next_due.claimed(types, took_all=taken >= limit)
         if watch is not None:
@@ -259,8 +279,23 @@ class SQLAlchemyJobStore(SQLOperations):
                 self._next_due.drop(watch)
         if self._prune_due():
             await self._prune_in_passing()
+        broken = [(row, why) for row in leased if (why := malformed(row)) is not None]
+        if broken:
+            leased = await self._fail_malformed(leased, broken)
         leased.sort(key=lambda row: cast(int, row["run_at"]))
         return [claimed_job(row) for row in leased]
+
+    async def _fail_malformed(
+        self, leased: list[Row], broken: list[tuple[Row, str]]
+    ) -> list[Row]:
+        """Fail each claimed row a worker cannot run, alone (its batch-mates are returned):
+        'malformed job record: ...' naming the field. The rest of ``leased``."""
+        for row, why in broken:
+            error = f"malformed job record: job {row['id']} ({row['type']!s}): {why}"
+            logger.error("{}; failed, the other jobs of the claim go on", error)
+            await self._finish(row["id"], row["lease_token"], "failed", error)
+        bad = {row["id"] for row, _ in broken}
+        return [row for row in leased if row["id"] not in bad]
 
     async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
         rows = await self._fetch("heartbeat", id=job_id, lease_token=lease_token, lease_ms=lease_ms)
@@ -274,18 +309,20 @@ class SQLAlchemyJobStore(SQLOperations):
         if not jobs:
             self._check_open()
             return []
-        if self._postgres:
-            params: dict[str, Any] = {
-                "ids": [job_id for job_id, _ in jobs],
-                "lease_tokens": [token for _, token in jobs],
-            }
-        else:
-            params = {"jobs": json.dumps(jobs)}
+        params = self._pairs(jobs)
         rows = await self._fetch("complete_many", retain_ms=self._retention.completed_ms, **params)
         completed = {row["id"] for row in rows}
         return [job_id in completed for job_id, _ in jobs]
 
-    async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
+    async def retry(
+        self,
+        job_id: str,
+        lease_token: str,
+        *,
+        delay_ms: int,
+        error: str,
+        count_attempt: bool = True,
+    ) -> bool:
         rows = await self._fetch(
             "retry",
             id=job_id,
@@ -293,10 +330,28 @@ class SQLAlchemyJobStore(SQLOperations):
             delay_ms=delay_ms,
             error=error,
             max_errors=MAX_ERRORS_KEPT,
+            uncount=0 if count_attempt else 1,
         )
         if rows:
             self._announce(rows[0]["type"])
         return bool(rows)
+
+    async def release(self, job_id: str, lease_token: str) -> bool:
+        rows = await self._fetch("release", id=job_id, lease_token=lease_token)
+        if rows:
+            self._announce(rows[0]["type"])
+        return bool(rows)
+
+    async def release_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        """The batch in one statement (a closing runner's jobs)."""
+        if not jobs:
+            self._check_open()
+            return []
+        rows = await self._fetch("release_many", **self._pairs(jobs))
+        for job_type in {row["type"] for row in rows}:
+            self._announce(job_type)
+        released = {row["id"] for row in rows}
+        return [job_id in released for job_id, _ in jobs]
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
         return await self._finish(job_id, lease_token, "failed", error)
@@ -400,6 +455,15 @@ class SQLAlchemyJobStore(SQLOperations):
         if self._clock is not None:
             return self._clock.now_ms()
         return None if self._postgres else time.time_ns() // 1_000_000
+
+    def _pairs(self, jobs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        """``(job_id, lease_token)`` pairs as a batch statement's parameters."""
+        if self._postgres:
+            return {
+                "ids": [job_id for job_id, _ in jobs],
+                "lease_tokens": [token for _, token in jobs],
+            }
+        return {"jobs": json.dumps(jobs)}
 
     def _types(self, types: Collection[str]) -> Any:
         return list(types) if self._postgres else json.dumps(list(types))

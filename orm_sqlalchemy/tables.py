@@ -10,11 +10,20 @@ of its lease while active, NULL once finished. One partial index on it serves th
 (due pending jobs and expired leases, oldest first) and the wake-up's "when is the next job
 due". A finished row stays until ``expires_at`` (``max(finished_at + retention, keep_until)``):
 while it exists its key drops repeats; past it the row reads as gone and is pruned.
+``stalls`` counts the leases that expired without a settle, bounded by ``max_stalls``.
+
+Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
+TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
+on SQLite and PostgreSQL), creates missing tables and indexes, and drops the indexes new ones
+replace. With ``create_tables=False`` a missing column is a StoreSchemaError naming the
+statement to run.
 
 Outbox table. An entry is claimable while ``published_at`` is NULL and ``available_at`` has
 passed: ``available_at`` is the creation time, then the lease expiry after a claim, then the
 retry time after a release (one column, like a visibility timeout). ``trace_context`` is the
-appending caller's W3C traceparent, continued by the relay's publish span.
+appending caller's W3C traceparent, continued by the relay's publish span. ``run_at`` is when
+the job is due, fixed at the append by the database's clock (``delay_ms`` after it, or the
+``run_at`` given); NULL: due when published.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import hashlib
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import (
     BigInteger,
@@ -41,14 +50,17 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.schema import CreateColumn, CreateIndex, CreateTable
 from sqlalchemy.sql.expression import Grouping
 
 from jobs.errors import StoreSchemaError
+from jobs.spi import DEFAULT_MAX_STALLS
 from jobs.spi.support import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
 
 __all__ = [
     "DEFAULT_TABLE_PREFIX",
+    "add_column_sql",
+    "add_missing_columns",
     "JobSchema",
     "OutboxSchema",
     "check_columns",
@@ -187,6 +199,10 @@ def job_schema(
         Column("created_at", BigInteger, nullable=False),
         Column("finished_at", BigInteger, nullable=True),
         Column("expires_at", BigInteger, nullable=True),
+        Column("stalls", Integer, nullable=False, server_default=text("0")),
+        Column(
+            "max_stalls", Integer, nullable=False, server_default=text(str(DEFAULT_MAX_STALLS))
+        ),
         schema=schema,
     )
     claimable = jobs.c.due_at.is_not(None)
@@ -220,9 +236,17 @@ def job_schema(
 
 
 def check_columns(
-    table: Table, found: Collection[str] | None, *, store: str = "job store"
+    table: Table,
+    found: Collection[str] | None,
+    *,
+    store: str = "job store",
+    connection: Connection | None = None,
 ) -> None:
-    """StoreSchemaError unless the live table (``found``: its column names) has every column."""
+    """StoreSchemaError unless the live table (``found``: its column names) has every column.
+
+    The error names the ``ALTER TABLE`` that adds the first missing one (spelled for
+    ``connection``'s database when given).
+    """
     if found is None:
         raise StoreSchemaError(
             f"table {table.fullname!r} does not exist; create it with "
@@ -232,10 +256,10 @@ def check_columns(
     for column in table.columns:
         if column.name not in present:
             fix = "migrate it (the store's `metadata` has the expected shape)"
-            if column.nullable and column.server_default is None:
+            if _addable(column):
                 fix = (
-                    f"add it with `ALTER TABLE {table.fullname} ADD COLUMN {column.name} "
-                    f"{column.type}` (see the docs' \"Upgrade the tables\")"
+                    f"add it with `{add_column_sql(connection, table, column)}` or "
+                    "`await store.create_schema()` (see the docs' \"Upgrade the tables\")"
                 )
             raise StoreSchemaError(
                 f"table {table.fullname!r} has no column {column.name!r}: it was made for "
@@ -243,15 +267,50 @@ def check_columns(
             )
 
 
+def _addable(column: Column[Any]) -> bool:
+    """Whether ``ALTER TABLE ... ADD COLUMN`` adds it in place (instantly on SQLite and
+    PostgreSQL): nullable, or with a constant server default."""
+    return column.nullable is True or column.server_default is not None
+
+
+def add_column_sql(connection: Connection | None, table: Table, column: Column[Any]) -> str:
+    """The ``ALTER TABLE ... ADD COLUMN`` that adds ``column`` to ``table``."""
+    if connection is None:
+        spec = f"{column.name} {column.type}"
+        default = column.server_default
+        if default is not None:
+            spec += f" NOT NULL DEFAULT {default.arg.text}"  # type: ignore[attr-defined]
+        return f"ALTER TABLE {table.fullname} ADD COLUMN {spec}"
+    dialect = connection.dialect
+    spec = str(CreateColumn(column).compile(dialect=dialect))
+    return f"ALTER TABLE {dialect.identifier_preparer.format_table(table)} ADD COLUMN {spec}"
+
+
+def add_missing_columns(
+    connection: Connection, table: Table, found: Collection[str]
+) -> list[str]:
+    """Add each column of ``table`` that the live table (``found``: its columns) lacks and
+    that can be added in place (``_addable``); the names added. The one way every store table
+    takes the columns a later version gives it; ``check_columns`` refuses what is left."""
+    present = set(found)
+    added = []
+    for column in table.columns:
+        if column.name not in present and _addable(column):
+            connection.execute(text(add_column_sql(connection, table, column)))
+            added.append(column.name)
+    return added
+
+
 async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bool) -> None:
     """Create the job and worker tables and their indexes unless they exist (``create``), then
     check their columns.
 
-    A table of an older version (without a column this one uses) is refused before anything
-    is created: adding a column is the user's migration. Given its columns, a missing table
-    or index is created, so a job table made before the worker registry, the listing
-    indexes or the partial key index is brought up to date (an index is built while writes to
-    the table wait; on PostgreSQL the full UNIQUE (key) constraint it replaces is dropped).
+    A table of an older version gets the columns this one added (``add_missing_columns``);
+    one that lacks a column that cannot be added in place is refused. Given its columns, a
+    missing table or index is created, so a job table made before the worker registry, the
+    listing indexes or the partial key index is brought up to date (an index is built while
+    writes to the table wait; on PostgreSQL the full UNIQUE (key) constraint it replaces is
+    dropped).
 
     Race-safe across processes: on PostgreSQL under a transaction-scoped advisory lock keyed
     by the table name, in READ COMMITTED so that a table made by whoever held the lock before
@@ -263,9 +322,11 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     def work(connection: Connection) -> None:
         found: dict[Table, list[str] | None] = {}
         for table in tables:
-            found[table] = column_names(connection, table)
-            if found[table] is not None or not create:
-                check_columns(table, found[table])
+            columns = found[table] = column_names(connection, table)
+            if columns is not None and create:
+                columns.extend(add_missing_columns(connection, table, columns))
+            if columns is not None or not create:
+                check_columns(table, columns, connection=connection)
         if not create:
             return
         indexes = create_missing(connection, found)
@@ -417,6 +478,8 @@ def outbox_schema(
         Column("published_at", BigInteger, nullable=True),
         Column("last_error", Text, nullable=True),
         Column("trace_context", Text, nullable=True),
+        Column("run_at", BigInteger, nullable=True),  # when the job is due (epoch ms)
+        Column("max_attempts", Integer, nullable=True),
         schema=schema,
     )
     unpublished = entries.c.published_at.is_(None)

@@ -12,9 +12,11 @@ Clock: the scripts read Redis ``TIME``, the one clock for due-ness and lease exp
 process; a driver given ``clock=`` passes that clock's time instead (tests). Reading TIME
 before writing is safe on Redis 7, which replicates scripts by their effects.
 
-Lease tokens read ``<attempt>:<random>.<n>:<type>``. Carrying the type lets heartbeat, complete,
-retry and fail name the job's per-type sets in KEYS without a lookup; a token is compared
-whole, so a forged or stale one matches nothing and writes nothing.
+Lease tokens read ``<attempt>:<random>.<n>:<type>``. Carrying the type lets heartbeat,
+complete, retry, fail and release name the job's per-type sets in KEYS without a lookup; a
+token is compared whole, so a forged or stale one matches nothing and writes nothing. A
+reclaim (an expired lease: a *stall*) keeps the attempt and counts ``stalls``; past
+``max_stalls`` the claim fails the job.
 
 Wake-up: enqueue and retry push a signal on ``{ns}:signal:<type>`` (at most ``SIGNAL_CAP``
 kept) and ``wait_for_work`` blocks on those lists with BLPOP, on a connection held for waits
@@ -64,15 +66,15 @@ from typing import Any
 
 from jobs.errors import DriverError
 from jobs.spi import (
+    DEFAULT_MAX_STALLS,
     JOB_STATES,
-    LEASE_EXPIRED_ERROR,
     ClaimedJob,
     JobInfo,
     JobRequest,
     JobState,
     JobStateCounts,
 )
-from jobs.spi.support import Clock, Retention, check_request
+from jobs.spi.support import Clock, Retention, check_request, stalled_error_parts
 
 from .keys import Keys
 from .memory_policy import check_memory_policy
@@ -83,6 +85,7 @@ from .topology import RedisClient, Topology, client_from_url
 from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
 from .waiter import Waiter, cancel_requests
 
+STALLED_PARTS = stalled_error_parts()
 MAX_CLAIM = 1_000
 """Jobs one claim call leases at most: bounds how long one script keeps Redis busy."""
 DEFAULT_REPLICA_TIMEOUT_MS = 1_000
@@ -214,6 +217,7 @@ class RedisJobDriver(RedisOperations):
             ("" if key is None else "k") + ("" if trace is None else "t"),
             key or "",
             trace or "",
+            job.max_stalls,
         )
 
     # -- consumer ------------------------------------------------------------------------------
@@ -229,7 +233,8 @@ class RedisJobDriver(RedisOperations):
             names += [keys.ready(job_type), keys.leased(job_type)]
         args: list[ScriptArg] = [self._now(), lease_ms, min(limit, MAX_CLAIM)]
         args.append(os.urandom(8).hex())
-        args += [self._retention.failed_ms, EXPIRY_MARGIN_MS, LEASE_EXPIRED_ERROR, *wanted]
+        args += [self._retention.failed_ms, EXPIRY_MARGIN_MS, *STALLED_PARTS]
+        args += [DEFAULT_MAX_STALLS, *wanted]
         reply = await self._scripts.call("claim", names, args)
         return [_claimed(fields) for fields in json.loads(reply)]
 
@@ -270,24 +275,61 @@ class RedisJobDriver(RedisOperations):
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
         return await self._finish(job_id, lease_token, "failed", error)
 
-    async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
+    async def retry(
+        self,
+        job_id: str,
+        lease_token: str,
+        *,
+        delay_ms: int,
+        error: str,
+        count_attempt: bool = True,
+    ) -> bool:
         self._check_open()
-        job_type = _token_type(lease_token)
-        if job_type is None:
+        flags = "" if count_attempt else "u"
+        parts = self._retry_parts(job_id, lease_token, delay_ms, error, flags)
+        if parts is None:
             return False
+        return bool(await self._scripts.per_job("retry", self._retry_shared(), *parts))
+
+    async def release(self, job_id: str, lease_token: str) -> bool:
+        return (await self.release_many([(job_id, lease_token)]))[0]
+
+    async def release_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        """The batch in one round trip (the retry function, flagged as a release)."""
+        self._check_open()
+        results = [False] * len(jobs)
+        positions: list[int] = []
+        calls: list[tuple[list[str], list[ScriptArg]]] = []
+        for position, (job_id, token) in enumerate(jobs):
+            parts = self._retry_parts(job_id, token, 0, "", "ur")
+            if parts is not None:
+                positions.append(position)
+                calls.append(parts)
+        if calls:
+            statuses = await self._scripts.batch("retry", self._retry_shared(), calls)
+            for position, status in zip(positions, statuses, strict=True):
+                results[position] = bool(status)
+        return results
+
+    def _retry_shared(self) -> Shared:
+        return ([self._keys.state_prefix], [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS])
+
+    def _retry_parts(
+        self, job_id: str, token: str, delay_ms: int, error: str, flags: str
+    ) -> tuple[list[str], list[ScriptArg]] | None:
+        """The retry function's KEYS and ARGV of one job; None when the token names no type
+        (stale without a call)."""
+        job_type = _token_type(token)
+        if job_type is None:
+            return None
         keys = self._keys
-        shared: Shared = (
-            [keys.state_prefix],
-            [self._now(), SIGNAL_CAP, SIGNAL_TTL_MS],
-        )
         job_keys = [
             keys.job(job_id),
             keys.leased(job_type),
             keys.ready(job_type),
             keys.signal(job_type),
         ]
-        job_args: list[ScriptArg] = [job_id, lease_token, delay_ms, error]
-        return bool(await self._scripts.per_job("retry", shared, job_keys, job_args))
+        return job_keys, [job_id, token, delay_ms, error, flags]
 
     # -- inspection ----------------------------------------------------------------------------
 
@@ -390,7 +432,7 @@ class RedisJobDriver(RedisOperations):
 
 def _claimed(fields: list[Any]) -> ClaimedJob:
     job_id, job_type, payload, attempt, max_attempts, token, timeout, key, trace = fields[:9]
-    reclaimed, run_at = fields[9:11]
+    reclaimed, run_at, stalls = fields[9:12]
     return ClaimedJob(
         id=job_id,
         type=job_type,
@@ -403,6 +445,7 @@ def _claimed(fields: list[Any]) -> ClaimedJob:
         trace_context=None if trace is False else trace,
         reclaimed=bool(reclaimed),
         run_at_ms=int(run_at),
+        stalls=int(stalls),
     )
 
 

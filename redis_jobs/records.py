@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jobs.spi import JOB_STATES, FailedAttempt, JobInfo, JobState
+from jobs.spi import DEFAULT_MAX_STALLS, JOB_STATES, FailedAttempt, JobInfo, JobState
 from jobs.spi.support import decode_payload, to_datetime
 
 from .errors import RedisScriptError
@@ -40,6 +40,8 @@ def job_info(job_id: str, record: dict[str, str]) -> JobInfo:
                 FailedAttempt(attempt=int(attempt), at=to_datetime(int(at)), error=str(error))
                 for attempt, at, error in json.loads(record.get("errors") or "[]")
             ),
+            stalls=int(record.get("stalls", 0)),
+            max_stalls=int(record.get("max_stalls", DEFAULT_MAX_STALLS)),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RedisScriptError(f"job record of {job_id!r} is malformed: {exc!r}") from exc

@@ -266,7 +266,8 @@ def show_job(
             return
         fields = [
             ("id", info.id), ("type", info.type), ("state", info.state), ("key", info.key),
-            ("attempts", f"{info.attempts} of {info.max_attempts}"), ("run_at", info.run_at),
+            ("attempts", f"{info.attempts} of {info.max_attempts}"),
+            ("stalls", f"{info.stalls} of {info.max_stalls}"), ("run_at", info.run_at),
             ("created_at", info.created_at),
             ("finished_at", info.finished_at),
             ("timeout_ms", info.timeout_ms),

@@ -16,6 +16,7 @@ import click
 
 from framework import ApplicationContext, FrameworkError, start_lifecycles
 
+from ..drivers import UnknownSchemeError, open_driver
 from ..errors import MissingExtraError
 from ..health import store_name
 from ..queue import JobQueue
@@ -27,7 +28,6 @@ from .loading import load_builder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-REDIS_SCHEMES = ("redis", "rediss", "unix")
 ACCEPTED = "sqlite+aiosqlite://, postgresql:// (or postgres://), redis:// (or rediss://)"
 
 
@@ -156,48 +156,26 @@ def driver_from_url(
 ) -> JobDriver:
     """A driver that owns its connection, for ``url``; CliUsageError naming a bad one.
 
-    SQL schemes are the store's own (``orm_sqlalchemy.ACCEPTED_SCHEMES``; the store maps
-    ``postgres://`` and friends to its async driver through ``normalize_url``). Without
-    ``create`` a SQL store creates nothing (``create_tables=False``: no SQLite file, no table);
-    a Redis store's reads write nothing anyway.
+    The driver is the one registered for the URL's scheme (``jobs.drivers``: the
+    ``neverlost.drivers`` entry points). Without ``create`` a store creates nothing (a SQL
+    store: no SQLite file, no table); a Redis store's reads write nothing anyway.
     """
-    scheme = url.partition("://")[0].lower() if "://" in url else ""
-    if scheme in REDIS_SCHEMES:
-        return _redis_driver(url, namespace, table_prefix)
-    from orm_sqlalchemy.engine import ACCEPTED_SCHEMES
-
-    if f"{scheme}://" in ACCEPTED_SCHEMES:
-        return _sql_store(url, namespace, table_prefix, create)
-    shown = f"the unknown scheme {scheme!r}" if scheme else "no scheme"
-    raise CliUsageError(f"--url {redact_url(url)!r} has {shown}; use {ACCEPTED}")
-
-
-def _redis_driver(url: str, namespace: str | None, table_prefix: str | None) -> JobDriver:
-    if table_prefix is not None:
-        raise CliUsageError("--table-prefix is for SQL URLs; a Redis store takes --namespace")
-    from redis_jobs import RedisJobDriver
-
-    try:
-        return RedisJobDriver(url=url, namespace=namespace or "jobs")
-    except ValueError as exc:
-        raise CliUsageError(f"--url {redact_url(url)!r}: {exc}") from None
-
-
-def _sql_store(
-    url: str, namespace: str | None, table_prefix: str | None, create: bool
-) -> JobDriver:
+    options: dict[str, object] = {"create": create}
     if namespace is not None:
-        raise CliUsageError("--namespace is for redis:// URLs; a SQL store takes --table-prefix")
-    from orm_sqlalchemy import SQLAlchemyJobStore
-
+        options["namespace"] = namespace
+    if table_prefix is not None:
+        options["table_prefix"] = table_prefix
     try:
-        if table_prefix is None:
-            return SQLAlchemyJobStore(url, create_tables=create)
-        return SQLAlchemyJobStore(url, table_prefix=table_prefix, create_tables=create)
+        return open_driver(url, **options)
+    except UnknownSchemeError as exc:
+        raise CliUsageError(f"--url {exc}") from None
     except MissingExtraError:
         raise  # its own one line (exit 1): the URL is fine, the install is not
     except (ValueError, ImportError) as exc:
-        raise CliUsageError(f"--url {redact_url(url)!r}: {exc}") from None
+        message = str(exc)
+        for option in ("namespace", "table_prefix"):
+            message = message.replace(option, "--" + option.replace("_", "-"))
+        raise CliUsageError(f"--url {redact_url(url)!r}: {message}") from None
 
 
 def describe_store(driver: JobDriver) -> str:

@@ -6,8 +6,9 @@ the outbox relay (when there is an outbox store) and the scheduler as the option
 
 Signals: the first SIGTERM or SIGINT stops claiming (and the scheduler and relay), lets the
 jobs in flight finish up to ``--drain-timeout``, closes the context and exits 0; jobs still
-running at the deadline are cancelled and left to their leases. A second signal cancels what
-is in flight at once (left to its lease) and exits 1.
+running at the deadline are cancelled and handed back to the store at no cost (``release``:
+they run again at once elsewhere, no attempt spent). A second signal cancels what is in flight
+at once (handed back likewise) and exits 1.
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ class WorkerProcess:
             logger.info("{}: draining (a second signal cancels the jobs in flight)", name)
             self.stop_requested.set()
         else:
-            logger.warning("{} again: cancelling the jobs in flight, left to their leases", name)
+            logger.warning("{} again: cancelling the jobs in flight (handed back)", name)
             self.abort_requested.set()
 
     async def _serve(self, context: ApplicationContext, runner: JobRunner) -> None:
@@ -248,7 +249,7 @@ class WorkerProcess:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.abort_requested.wait(), DRAIN_POLL_S)
         aborted = self.abort_requested.is_set()
-        await runner.close(drain_timeout_ms=0)  # cancels what is left, leaving it to its lease
+        await runner.close(drain_timeout_ms=0)  # cancels what is left and hands it back
         return 1 if aborted else 0
 
 

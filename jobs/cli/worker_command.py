@@ -41,7 +41,7 @@ def _types(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     type=click.FloatRange(min=0),
     default=25.0,
     show_default=True,
-    help="Seconds to let jobs in flight finish after SIGTERM; the rest are left to their leases.",
+    help="Seconds to let jobs in flight finish after SIGTERM; the rest are handed back.",
 )
 @click.option(
     "--startup-timeout",

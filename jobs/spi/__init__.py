@@ -2,16 +2,18 @@
 its parts), the outbox protocols. What a driver may use of the engine is in ``jobs.spi.support``;
 errors are ``jobs.errors``; ``jobs.testing.DriverConformance`` is the suite a driver passes.
 
-A driver package imports only ``jobs.spi`` (with ``jobs.spi.support``) and ``jobs.errors``.
+A driver package imports only ``jobs.spi`` (with ``jobs.spi.support``) and ``jobs.errors``, and
+registers a ``DriverFactory`` for its URL schemes in the ``neverlost.drivers`` entry-point group
+(``docs/reference/driver-spi.md``).
 """
 
 from .driver import JobDriver, JobOperations, JobStore, WorkerRegistry
+from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
     DEFAULT_MAX_STALLS,
     FINISHED_STATES,
     JOB_STATES,
-    LEASE_EXPIRED_ERROR,
     MAX_ERRORS_KEPT,
     ClaimedJob,
     FailedAttempt,
@@ -43,7 +45,6 @@ __all__ = [
     "FINISHED_STATES",
     "JobStateCounts",
     "DEFAULT_MAX_STALLS",
-    "LEASE_EXPIRED_ERROR",
     "MAX_ERRORS_KEPT",
     "stalled_error",
     "JobPage",
@@ -54,4 +55,8 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    # opened from a URL (the neverlost.drivers entry points)
+    "DRIVERS_GROUP",
+    "DriverFactory",
+    "SQLOutboxSite",
 ]

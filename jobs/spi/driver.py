@@ -1,10 +1,23 @@
 """The driver SPI: what every job store implements (the records it exchanges are in ``records``).
 
 Delivery is at least once, with leases. ``claim`` leases up to ``limit`` due jobs for
-``lease_ms`` and counts the attempt; a job whose lease expired is claimed again by the next
-``claim`` (no sweeper, no leader), and one with no attempts left is failed with "lease expired"
-instead. Every claim hands out a fresh lease token: ``heartbeat``, ``complete``, ``retry`` and
-``fail`` apply only while that token holds the job, and otherwise change nothing and return
+``lease_ms``. Attempts count handler failures, stalls count crashes:
+
+- a claim of a pending job counts an attempt (``attempts + 1``; the delivery runs that
+  attempt);
+- a job whose lease expired without a settle (its worker crashed, was killed or lost it) is
+  claimed again by the next ``claim`` (no sweeper, no leader) as a *stall*: ``stalls + 1``,
+  ``attempts`` unchanged (the new delivery runs the attempt that stalled again, with the same
+  number), ``ClaimedJob.reclaimed`` True;
+- when that stall would take ``stalls`` past the job's ``max_stalls``, the claim fails the job
+  for good instead (``stalls`` counted, the error ``stalled_error(stalls, max_stalls)``): a
+  poison job that kills its workers stays bounded;
+- ``release`` hands a held job back at no cost: pending, due now, the attempt it held given
+  back (``attempts - 1``), no stall (a runner that closes past its drain deadline);
+- ``retry(..., count_attempt=False)`` retries without spending the attempt (``RetryLater``).
+
+Every claim hands out a fresh lease token: ``heartbeat``, ``complete``, ``retry``, ``fail`` and
+``release`` apply only while that token holds the job, and otherwise change nothing and return
 False. Check and change are one atomic unit in every driver.
 
 Operations (list, find, requeue, cancel, purge, stats, workers) are fenced like the rest:
@@ -60,8 +73,11 @@ class JobStore(Protocol):
     async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
         """Lease up to ``limit`` due jobs of ``types``, oldest ``run_at`` first.
 
-        Due means pending with ``run_at`` reached, or active with its lease expired. Each
-        claimed job's attempts go up by one; an expired one with none left is failed instead.
+        Due means pending with ``run_at`` reached, or active with its lease expired. A
+        pending job's attempts go up by one; an expired one's stalls go up by one (its
+        attempts stay: ``ClaimedJob.attempt`` is the attempt that stalled), and one whose
+        stalls then exceed its ``max_stalls`` is failed with ``stalled_error`` instead (and
+        not returned).
         """
         ...
 
@@ -81,8 +97,32 @@ class JobStore(Protocol):
         """
         ...
 
-    async def retry(self, job_id: str, lease_token: str, *, delay_ms: int, error: str) -> bool:
-        """Put the job back to pending at now + ``delay_ms`` keeping ``error``; False if stale."""
+    async def retry(
+        self,
+        job_id: str,
+        lease_token: str,
+        *,
+        delay_ms: int,
+        error: str,
+        count_attempt: bool = True,
+    ) -> bool:
+        """Put the job back to pending at now + ``delay_ms`` keeping ``error``; False if stale.
+
+        ``count_attempt=False``: the attempt is given back (``attempts - 1``), so the next
+        claim runs the same attempt number again (a handler's ``RetryLater``).
+        """
+        ...
+
+    async def release(self, job_id: str, lease_token: str) -> bool:
+        """Hand a held job back at no cost: pending, due now, ``attempts - 1`` (the attempt
+        it held is given back), stalls unchanged, no error kept; False (and no write) if the
+        token is stale."""
+        ...
+
+    async def release_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+        """``release`` for a batch of ``(job_id, lease_token)`` in one statement or script; one
+        result per job, in order. A batch never holds a job twice; an empty one makes no
+        call."""
         ...
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:

@@ -10,6 +10,7 @@ entry, so a second hand-over of the same entry is dropped by the queue.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 from pydantic import BaseModel
@@ -36,11 +37,20 @@ class OutboxStore(Protocol):
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     @overload
     async def append(
-        self, type: str, payload: Any = None, *, key: str | None = None, delay_ms: int | None = None
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None: ...
 
     async def append(
@@ -50,11 +60,20 @@ class OutboxStore(Protocol):
         *,
         key: str | None = None,
         delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
     ) -> str | None:
         """Write an entry through the open transaction, with the caller's trace context
         (``jobs.spi.support.current_traceparent``); its id, or None when an entry with ``key`` is
         already there. A definition's model validates ``payload`` before anything is written.
-        No transaction: an error."""
+        No transaction: an error.
+
+        The options are checked as the queue checks them (``jobs.spi.support.check_delay_ms``,
+        ``check_run_at``, ``check_max_attempts``; ``JobOptionError``). The entry stores when
+        the job is due as an absolute time: ``delay_ms`` after the append by the store's clock,
+        or ``run_at`` (``OutboxEntry.run_at_ms``), so the job is due then however late the
+        relay publishes it; ``max_attempts`` is carried to the job.
+        """
         ...
 
     async def claim(self, limit: int, lease_ms: int) -> list[OutboxEntry]:

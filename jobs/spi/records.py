@@ -17,7 +17,6 @@ __all__ = [
     "JOB_STATES",
     "FINISHED_STATES",
     "JobStateCounts",
-    "LEASE_EXPIRED_ERROR",
     "DEFAULT_MAX_STALLS",
     "MAX_ERRORS_KEPT",
     "stalled_error",
@@ -37,7 +36,6 @@ JOB_STATES: tuple[JobState, ...] = ("pending", "active", "completed", "failed", 
 FINISHED_STATES: tuple[JobState, ...] = ("completed", "failed", "cancelled")
 JobStateCounts = dict[JobState, int]
 
-LEASE_EXPIRED_ERROR = "LeaseExpiredError: lease expired with no attempts left"
 MAX_ERRORS_KEPT = 20
 """``JobInfo.errors`` keeps the errors of the last this-many failed attempts."""
 DEFAULT_MAX_STALLS = 10

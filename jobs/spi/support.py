@@ -5,6 +5,8 @@ reaches into the engine's modules (and those modules may move without breaking d
   ``check_run_at``, ``check_max_attempts`` (an outbox store's ``append``), and
   ``check_request``, a driver's second line of defence for a request that did not come
   through a queue;
+- ``stalled_error_parts``: the text of ``stalled_error`` around its two numbers, for a store
+  that builds the error in a statement or script;
 - payloads: ``encode_payload`` (the queue's JSON checks; an outbox store's ``append`` runs
   them too), ``decode_payload``, ``check_name`` and the length limits of types and keys;
 - job definitions: ``JobDefinition`` and ``resolve_job`` (an ``append`` given a definition);
@@ -40,6 +42,17 @@ from ..payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payloa
 from ..redaction import redact_url
 from ..settings import Retention
 from ..telemetry import current_traceparent
+from .records import stalled_error as _stalled_error
+
+
+def stalled_error_parts() -> tuple[str, str, str]:
+    """``(head, middle, tail)`` with ``head + str(stalls) + middle + str(max_stalls) + tail ==
+    stalled_error(stalls, max_stalls)``: a statement or script builds the text from its two
+    numbers, and every store writes the same words."""
+    marked = _stalled_error(-111, -222)
+    head, _, rest = marked.partition("-111")
+    middle, _, tail = rest.partition("-222")
+    return head, middle, tail
 
 __all__ = [
     # options
@@ -47,6 +60,8 @@ __all__ = [
     "check_run_at",
     "check_max_attempts",
     "check_request",
+    # stalls
+    "stalled_error_parts",
     # payloads and names
     "encode_payload",
     "decode_payload",

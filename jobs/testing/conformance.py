@@ -16,11 +16,13 @@ import pytest
 from jobs.queue import JobQueue
 from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
-from jobs.spi import JOB_STATES, LEASE_EXPIRED_ERROR, JobDriver
+from jobs.spi import JOB_STATES, JobDriver
 
 from .conformance_batches import BatchConformance
+from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
 from .conformance_runner import RunnerConformance
+from .conformance_stalls import StallConformance
 from .dashboard_cases import DashboardConformance
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .operations import OperationsConformance
@@ -43,6 +45,8 @@ class DriverConformance(
     DashboardConformance,
     RunnerConformance,
     OptionsConformance,
+    StallConformance,
+    MalformedRecordConformance,
 ):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
@@ -160,25 +164,8 @@ class DriverConformance(
         driver_harness.clock.advance(LEASE_MS)
         second = await claim_one(driver)
         assert second.id == job_id
-        assert second.attempt == 2
+        assert (second.attempt, second.stalls, second.reclaimed) == (1, 1, True)
         assert second.lease_token != first.lease_token
-
-    async def test_a_reclaim_with_no_attempts_left_fails_the_job(
-        self, driver_harness: DriverHarness
-    ) -> None:
-        driver = await driver_harness.driver()
-        job_id = await enqueue(driver, max_attempts=2)
-        await claim_one(driver)
-        driver_harness.clock.advance(LEASE_MS)
-        await claim_one(driver)
-        driver_harness.clock.advance(LEASE_MS)
-        assert await driver.claim(10, LEASE_MS, ALL) == []
-        info = await driver.get_job(job_id)
-        assert info is not None
-        assert (info.state, info.attempts) == ("failed", 2)
-        assert info.last_error == LEASE_EXPIRED_ERROR
-        driver_harness.clock.advance(LEASE_MS)
-        assert await driver.claim(10, LEASE_MS, ALL) == []
 
     async def test_heartbeat_extends_the_lease(self, driver_harness: DriverHarness) -> None:
         driver = await driver_harness.driver()
@@ -190,7 +177,8 @@ class DriverConformance(
         clock.advance(LEASE_MS - 1)
         assert await driver.claim(10, LEASE_MS, ALL) == []
         clock.advance(1)
-        assert [again.attempt for again in await driver.claim(10, LEASE_MS, ALL)] == [2]
+        again = await driver.claim(10, LEASE_MS, ALL)
+        assert [(job.attempt, job.stalls) for job in again] == [(1, 1)]
 
     async def test_a_heartbeat_for_a_missing_job_creates_nothing(
         self, driver_harness: DriverHarness
@@ -214,11 +202,13 @@ class DriverConformance(
         assert await driver.complete(job_id, stale.lease_token) is False
         assert await driver.retry(job_id, stale.lease_token, delay_ms=0, error="stale") is False
         assert await driver.fail(job_id, stale.lease_token, error="stale") is False
+        assert await driver.release(job_id, stale.lease_token) is False
+        assert await driver.release_many([(job_id, stale.lease_token)]) == [False]
         assert await driver.get_job(job_id) == before
         # The stale heartbeat did not extend the new holder's lease.
         clock.advance(LEASE_MS)
         third = await claim_one(driver)
-        assert third.attempt == 3
+        assert (third.attempt, third.stalls) == (1, 2)
         assert await driver.complete(job_id, fresh.lease_token) is False
         assert await driver.complete(job_id, third.lease_token)
 
@@ -300,8 +290,8 @@ class DriverConformance(
                 assert reclaimed == []
                 assert (info.state, info.attempts) == ("completed", 1)
             else:
-                assert [job.attempt for job in reclaimed] == [2]
-                assert (info.state, info.attempts) == ("active", 2)
+                assert [(job.attempt, job.stalls) for job in reclaimed] == [(1, 1)]
+                assert (info.state, info.attempts, info.stalls) == ("active", 1, 1)
                 assert await second.complete(job_id, reclaimed[0].lease_token)
 
     # -- idempotency keys and retention ----------------------------------------------------------

@@ -22,7 +22,7 @@ from jobs.settings import JobsSettings
 from jobs.spi import ClaimedJob, JobDriver
 
 from .handler_shapes import SHAPES, Ran
-from .helpers import ALL, LEASE_MS, enqueue, wait_until
+from .helpers import ALL, LEASE_MS, enqueue, info_of, wait_until
 
 if TYPE_CHECKING:
     from .helpers import DriverHarness
@@ -203,9 +203,11 @@ class RunnerConformance:
         for job_id in ids.values():
             assert await _state(driver, job_id) == ("completed", 1)
 
-    async def test_ready_jobs_past_the_drain_deadline_are_left_to_their_leases(
+    async def test_jobs_past_the_drain_deadline_are_handed_back_at_no_cost(
         self, driver_harness: DriverHarness
     ) -> None:
+        """The running job (cancelled) and the ready one (never started) are released: due at
+        once, their attempt given back, no stall."""
         driver = await driver_harness.driver()
         other = await driver_harness.driver()
         ids = await _enqueue_named(driver, 2)
@@ -216,10 +218,12 @@ class RunnerConformance:
         await runner.close(drain_timeout_ms=50)
         assert (runner.ready, runner.in_flight) == (0, 0)
         assert len(handler.ran) == 1
-        driver_harness.clock.advance(LEASE_MS)
-        again = await other.claim(10, LEASE_MS, ALL)
-        assert sorted((job.id, job.attempt) for job in again) == sorted(
-            (job_id, 2) for job_id in ids.values()
+        for job_id in ids.values():
+            info = await info_of(driver, job_id)
+            assert (info.state, info.attempts, info.stalls) == ("pending", 0, 0)
+        again = await other.claim(10, LEASE_MS, ALL)  # at once: no lease to wait out
+        assert sorted((job.id, job.attempt, job.stalls, job.reclaimed) for job in again) == sorted(
+            (job_id, 1, 0, False) for job_id in ids.values()
         )
 
 

@@ -19,10 +19,10 @@ class OperationRaceCases:
     async def test_an_operator_retry_racing_a_claim_has_one_outcome(
         self, driver_harness: DriverHarness
     ) -> None:
-        """The claim fails an expired, exhausted job while an operator retries it."""
+        """The claim fails an expired job past its stalls while an operator retries it."""
         first, second = await driver_harness.driver(), await driver_harness.driver()
         for _ in range(10):
-            job_id = await enqueue(first, max_attempts=1)
+            job_id = await enqueue(first, max_attempts=1, max_stalls=0)
             await claim_one(first)
             driver_harness.clock.advance(LEASE_MS)
             requeued, claimed = await asyncio.gather(

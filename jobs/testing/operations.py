@@ -13,7 +13,7 @@ from typing import ClassVar
 import pytest
 
 from jobs.clock import to_datetime
-from jobs.spi import JOB_STATES, LEASE_EXPIRED_ERROR, MAX_ERRORS_KEPT, JobState, WorkerRegistration
+from jobs.spi import JOB_STATES, MAX_ERRORS_KEPT, JobState, WorkerRegistration, stalled_error
 
 from .dashboard_cases import DASHBOARD_CASES
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, failed_job, info_of, ms
@@ -73,16 +73,16 @@ class OperationsConformance(OperationRaceCases):
         assert info.last_error == "final"
         assert info.errors[-1].at == to_datetime(clock.now_ms())
 
-    async def test_a_lease_expiring_with_no_attempts_left_is_an_error_of_its_attempt(
+    async def test_a_job_failed_by_stalls_keeps_the_stalled_error_of_its_attempt(
         self, driver_harness: DriverHarness
     ) -> None:
         driver = await driver_harness.driver()
-        job_id = await enqueue(driver, max_attempts=1)
+        job_id = await enqueue(driver, max_attempts=1, max_stalls=0)
         await claim_one(driver)
         driver_harness.clock.advance(LEASE_MS)
         assert await driver.claim(1, LEASE_MS, ALL) == []
         info = await info_of(driver, job_id)
-        assert [(e.attempt, e.error) for e in info.errors] == [(1, LEASE_EXPIRED_ERROR)]
+        assert [(e.attempt, e.error) for e in info.errors] == [(1, stalled_error(1, 0))]
 
     async def test_a_reclaimed_delivery_says_so(self, driver_harness: DriverHarness) -> None:
         driver = await driver_harness.driver()
@@ -91,10 +91,10 @@ class OperationsConformance(OperationRaceCases):
         assert first.reclaimed is False
         driver_harness.clock.advance(LEASE_MS)
         again = await claim_one(driver)
-        assert (again.attempt, again.reclaimed) == (2, True)
+        assert (again.attempt, again.stalls, again.reclaimed) == (1, 1, True)
         assert await driver.retry(again.id, again.lease_token, delay_ms=0, error="x")
         third = await claim_one(driver)
-        assert (third.attempt, third.reclaimed) == (3, False)
+        assert (third.attempt, third.stalls, third.reclaimed) == (2, 1, False)
 
     # -- list_jobs -------------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """Model-based test of the driver SPI: Hypothesis stateful testing against ``SpiModel``.
 
-Random sequences of enqueue (with keys), claim, heartbeat, complete, retry, fail, cancel,
-operator retry (``requeue``) and clock advances run on a real driver and on the model; after
-every step each job's state, attempts, max_attempts, run_at, key and errors, and the counts,
-must agree. Hypothesis shrinks a failure to a minimal sequence of calls. A third-party driver
-runs it with its conformance harness (needs ``hypothesis``)::
+Random sequences of enqueue (with keys), claim, heartbeat, complete, retry (counting the
+attempt or not), release, fail, cancel, operator retry (``requeue``) and clock advances run on
+a real driver and on the model; after every step each job's state, attempts, stalls,
+max_attempts, max_stalls, run_at, key and errors, and the counts, must agree. Hypothesis
+shrinks a failure to a minimal sequence of calls. A third-party driver runs it with its
+conformance harness (needs ``hypothesis``)::
 
     def test_my_driver_follows_the_model():
         run_spi_model(MyHarness, max_examples=20)
@@ -85,11 +86,16 @@ class SpiStateMachine(RuleBasedStateMachine):
         key=st.sampled_from(KEYS),
         delay_ms=st.sampled_from([0, 0, 1_000, 5_000]),
         max_attempts=st.integers(1, 3),
+        max_stalls=st.sampled_from([0, 1, 2, 10]),
     )
-    def enqueue(self, key: str | None, delay_ms: int, max_attempts: int) -> str:
-        request = new_request(key=key, delay_ms=delay_ms, max_attempts=max_attempts)
+    def enqueue(self, key: str | None, delay_ms: int, max_attempts: int, max_stalls: int) -> str:
+        request = new_request(
+            key=key, delay_ms=delay_ms, max_attempts=max_attempts, max_stalls=max_stalls
+        )
         stored = self.run(self.driver.enqueue(request))
-        expected = self.model.enqueue(request.id, key, max_attempts, self.now + delay_ms)
+        expected = self.model.enqueue(
+            request.id, key, max_attempts, self.now + delay_ms, max_stalls
+        )
         assert stored == (request.id if expected else None), f"enqueue returned {stored}"
         return request.id  # one never stored stands for an unknown id
 
@@ -115,11 +121,22 @@ class SpiStateMachine(RuleBasedStateMachine):
     def complete(self, lease: tuple[str, str]) -> None:
         assert self.run(self.driver.complete(*lease)) == self.model.complete(*lease)
 
-    @rule(lease=leases, delay_ms=st.sampled_from([0, 500, 3_000]))
-    def retry(self, lease: tuple[str, str], delay_ms: int) -> None:
+    @rule(lease=leases, delay_ms=st.sampled_from([0, 500, 3_000]), counted=st.booleans())
+    def retry(self, lease: tuple[str, str], delay_ms: int, counted: bool) -> None:
         error = self._error()
-        done = self.run(self.driver.retry(*lease, delay_ms=delay_ms, error=error))
-        assert done == self.model.retry(*lease, delay_ms, error, self.now)
+        done = self.run(
+            self.driver.retry(*lease, delay_ms=delay_ms, error=error, count_attempt=counted)
+        )
+        assert done == self.model.retry(*lease, delay_ms, error, self.now, counted)
+
+    @rule(lease=leases)
+    def release(self, lease: tuple[str, str]) -> None:
+        assert self.run(self.driver.release(*lease)) == self.model.release(*lease, self.now)
+
+    @rule(held=st.lists(leases, max_size=3, unique_by=lambda lease: lease[0]))
+    def release_many(self, held: list[tuple[str, str]]) -> None:
+        done = self.run(self.driver.release_many(held))
+        assert done == [self.model.release(*lease, self.now) for lease in held]
 
     @rule(lease=leases)
     def fail(self, lease: tuple[str, str]) -> None:
@@ -152,8 +169,10 @@ class SpiStateMachine(RuleBasedStateMachine):
         for job_id, job in self.model.jobs.items():
             info = self.run(self.driver.get_job(job_id))
             assert info is not None, f"{job_id} vanished"
-            seen = (info.state, info.attempts, info.max_attempts, info.key, info.last_error)
-            wanted = (job.state, job.attempts, job.max_attempts, job.key, job.last_error)
+            seen = (info.state, info.attempts, info.max_attempts, info.key, info.last_error,
+                    info.stalls, info.max_stalls)  # fmt: skip
+            wanted = (job.state, job.attempts, job.max_attempts, job.key, job.last_error,
+                      job.stalls, job.max_stalls)  # fmt: skip
             assert seen == wanted, f"{job_id}: driver {seen}, model {wanted}"
             if job.state == "pending":
                 run_at = round(info.run_at.timestamp() * 1000)

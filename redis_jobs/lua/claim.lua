@@ -6,26 +6,47 @@
 --
 -- ARGV[1]  now ms, or '' for the server's TIME      ARGV[5]  failed retention ms
 -- ARGV[2]  lease ms                                 ARGV[6]  expiry margin ms
--- ARGV[3]  limit                                    ARGV[7]  lease-expired error text
--- ARGV[4]  random part of the lease tokens          ARGV[7 + i]  type i, in KEYS order
+-- ARGV[3]  limit                                    ARGV[7..9]  the stalled error's head,
+-- ARGV[4]  random part of the lease tokens              middle and tail (stalled_error_parts)
+-- ARGV[10] max_stalls of a record without one       ARGV[10 + i]  type i, in KEYS order
 --
 -- Due: pending with run_at <= now (ready zset), or active with lease expiry <= now (leased
--- zset; such a job is due at its expiry). Each claimed job's attempts go up by one and it gets
--- a new token '<attempt>:<random>.<n>:<type>'; an expired one with no attempts left is failed
--- with the lease-expired error instead (and does not count towards the limit). Records are
--- reached through KEYS[1] .. id and key indexes through KEYS[2] .. key: the same hash tag,
--- so the same Cluster slot. A set member whose record is gone (deleted by hand, evicted) is
--- dropped from it and from the state indexes, and no longer counted. The lease expiry is the
--- leased zset's score (the record does not repeat it).
+-- zset; such a job is due at its expiry). A pending job's attempt is counted (attempts + 1).
+-- An expired lease is a stall: stalls + 1, attempts kept (the new delivery runs the attempt
+-- that stalled again); one whose stalls then exceed max_stalls is failed with the stalled
+-- error instead (and does not count towards the limit). Each leased job gets a new token
+-- '<attempt>:<random>.<n>:<type>'. Records are reached through KEYS[1] .. id and key indexes
+-- through KEYS[2] .. key: the same hash tag, so the same Cluster slot. A set member whose
+-- record is gone (deleted by hand, evicted), or is not a hash, is dropped from it and from the
+-- state indexes, and no longer counted. The lease expiry is the leased zset's score (the
+-- record does not repeat it).
+--
+-- A malformed record (a field missing, not a number, not a whole number in range, NaN; a
+-- state or type other than its set's) fails alone: the claim fails it with the error
+-- 'malformed job record: ...' naming the field, rewrites the fields it could not read to
+-- plain values (so listing and reading it work again; the error keeps what was there), and
+-- leases its batch-mates. Every check of a candidate runs before the first write, so one bad
+-- record never leaves a half-written batch (cjson.encode of a NaN used to fail the script
+-- after it leased every job beside it).
 --
 -- Returns a JSON array (one bulk string parses much faster than a nested reply) with one
 -- array per claimed job: id, type, payload, attempt, max_attempts, token, timeout_ms, key,
--- trace_context (those three false when unset), reclaimed (its lease had expired), run_at.
+-- trace_context (those three false when unset), reclaimed (its lease had expired), run_at,
+-- stalls.
 
-local FIELDS = job_fields({'payload', 'timeout_ms', 'key', 'trace_context', 'created_at'})
+local FIELDS = job_fields({'payload', 'timeout_ms', 'key', 'trace_context', 'created_at',
+  'stalls', 'max_stalls'})
+local NUMBERS = {'attempts', 'max_attempts', 'run_at', 'timeout_ms', 'created_at', 'stalls',
+  'max_stalls', 'keep_until', 'expires_at', 'finished_at'}
+-- The plain value a malformed required field is rewritten to (optional ones are deleted).
+local REQUIRED = {attempts = true, max_attempts = true, run_at = true}
+-- cjson writes numbers with 14 significant digits: every whole number below this is exact.
+local SAFE = 1e14
 -- What finish() reads of the call (see common.lua): every field set by each call that fails
 -- a job.
 local call = {}
+-- The call's state index prefix (set by each call's body).
+local sp_of_call
 
 -- Candidates {id, due, source, record key, job, errors, index} (the last four filled by the
 -- checks; false until then, so that the table is made at its size), earliest due first.
@@ -36,17 +57,128 @@ local function earlier(a, b)
   return a[1] < b[1]
 end
 
+-- A whole number from low up to SAFE, or a refusal naming the field.
+local function whole(key, name, value, low)
+  if value ~= value or value < low or value >= SAFE or value ~= math.floor(value) then
+    refuse('job record ' .. key .. ' has ' .. name .. ' ' .. tostring(value)
+      .. ', not a whole number from ' .. low)
+  end
+end
+
+-- The checks of a candidate's record (refusals are raised): its job, or nil when gone.
+local function check_record(key, source)
+  local job = load_job(key, FIELDS)
+  if job == nil then
+    return nil
+  end
+  if not job.payload then
+    refuse('job record ' .. key .. ' has no payload field')
+  end
+  if job.type ~= source.type or job.state ~= source.state then
+    refuse('job record ' .. key .. ' is a ' .. job.state .. ' ' .. job.type
+      .. ' job but listed in ' .. source.key)
+  end
+  -- x % 1 == 0 is false for NaN and the infinities: no call on the common path
+  local a, m, r, t = job.attempts, job.max_attempts, job.run_at, job.timeout_ms
+  local c, s, ms = job.created_at, job.stalls, job.max_stalls
+  if a % 1 == 0 and a >= 0 and a < SAFE and m % 1 == 0 and m >= 1 and m < SAFE
+      and r % 1 == 0 and r >= 0 and r < SAFE
+      and (not t or (t % 1 == 0 and t >= 1 and t < SAFE))
+      and (not c or (c % 1 == 0 and c >= 0 and c < SAFE))
+      and (not s or (s % 1 == 0 and s >= 0 and s < SAFE))
+      and (not ms or (ms % 1 == 0 and ms >= 0 and ms < SAFE)) then
+    return job
+  end
+  whole(key, 'attempts', a, 0)
+  whole(key, 'max_attempts', m, 1)
+  whole(key, 'run_at', r, 0)
+  if t then whole(key, 'timeout_ms', t, 1) end
+  if c then whole(key, 'created_at', c, 0) end
+  if s then whole(key, 'stalls', s, 0) end
+  if ms then whole(key, 'max_stalls', ms, 0) end
+  return job
+end
+
+-- The plan to fail a malformed record (c[4] its key): what to rewrite, which indexes it is
+-- in; checked here, written by quarantine(). nil when the key is not a hash (an orphan).
+local function quarantine_plan(c, why, now)
+  local key, source = c[4], c[3]
+  if redis.call('TYPE', key)['ok'] ~= 'hash' then
+    return nil
+  end
+  local raw = redis.call('HMGET', key, 'type', 'state', 'payload', 'errors', 'key',
+    unpack(NUMBERS))
+  local sets, dels = {}, {'token', 'lease_until'}
+  for index, name in ipairs(NUMBERS) do
+    local value = tonumber(raw[5 + index])
+    local fine = value ~= nil and value == value and value >= 0 and value < SAFE
+      and value == math.floor(value)
+    if not fine and raw[5 + index] then
+      if REQUIRED[name] then
+        sets[#sets + 1] = name
+        sets[#sets + 1] = name == 'run_at' and int(now) or (name == 'max_attempts' and '1' or '0')
+      else
+        dels[#dels + 1] = name
+      end
+    elseif not raw[5 + index] and REQUIRED[name] then
+      sets[#sets + 1] = name
+      sets[#sets + 1] = name == 'run_at' and int(now) or (name == 'max_attempts' and '1' or '0')
+    end
+  end
+  if type(raw[3]) ~= 'string' then
+    sets[#sets + 1] = 'payload'
+    sets[#sets + 1] = 'null'
+  end
+  if raw[1] ~= source.type then
+    sets[#sets + 1] = 'type'
+    sets[#sets + 1] = source.type
+  end
+  local attempt = tonumber(raw[6]) or 0
+  if attempt ~= attempt or attempt < 0 or attempt >= SAFE then
+    attempt = 0
+  end
+  local text = 'malformed job record: ' .. why
+  local ok, errors = pcall(with_error, raw[4], math.floor(attempt), now, text)
+  if not ok then
+    errors = cjson.encode({{0, now, text}})
+  end
+  check_state_indexes(sp_of_call, source.type, source.state, 'failed')
+  local from_record = nil
+  if STATES[raw[2]] and type(raw[1]) == 'string'
+      and (raw[2] ~= source.state or raw[1] ~= source.type) then
+    from_record = {raw[2], raw[1]}
+    check_state_indexes(sp_of_call, raw[1], raw[2])
+  end
+  local index = false
+  if type(raw[5]) == 'string' then
+    local candidate = KEYS[2] .. raw[5]
+    if index_names(candidate, c[1]) then
+      index = candidate
+    end
+  end
+  local created = tonumber(raw[10])
+  if created == nil or created ~= created or created < 0 or created >= SAFE then
+    created = now
+  end
+  return {sets = sets, dels = dels, text = text, errors = errors, from_record = from_record,
+    index = index, created = math.floor(created)}
+end
+
 -- per call
 local now = now_ms(ARGV[1])
 local lease_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local prefix, index_prefix, failed, sp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stalled_head, stalled_middle, stalled_tail = ARGV[7], ARGV[8], ARGV[9]
+local default_max_stalls = tonumber(ARGV[10])
+local first_type = 11
+sp_of_call = sp
 
 check_type_once(failed, 'zset')
 
 -- Each due set read is that set's type check.
 local sources, candidates = {}, {}
-for i = 1, #ARGV - 7 do
-  local job_type, ready, leased = ARGV[7 + i], KEYS[3 + 2 * i], KEYS[4 + 2 * i]
+for i = 1, #ARGV - (first_type - 1) do
+  local job_type, ready, leased = ARGV[first_type - 1 + i], KEYS[3 + 2 * i], KEYS[4 + 2 * i]
   for from = 3 + 2 * i, 4 + 2 * i do
     local key = KEYS[from]
     local due = read('zset', 'ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
@@ -69,39 +201,61 @@ if #sources > 1 then
 end
 
 -- Checks: read every record to be touched before the first write.
-local take, expire, orphans = {}, {}, {}
+local take, expire, orphans, malformed = {}, {}, {}, {}
 for _, c in ipairs(candidates) do
   if #take >= limit then
     break
   end
   local id, source = c[1], c[3]
   local key = prefix .. id
-  local job = load_job(key, FIELDS)
-  c[4], c[5] = key, job
-  if job == nil then
+  c[4] = key
+  local ok, job = pcall(check_record, key, source)
+  local caught = not ok and (type(job) == 'table' and tostring(job.err) or tostring(job))
+  if caught and not string.find(caught, REFUSAL, 1, true) then
+    error(job)  -- not a refusal of the record: a fault of the script, which must not pass
+  end
+  if caught then
+    local why = string.sub(caught, string.find(caught, REFUSAL, 1, true) + #REFUSAL)
+    local plan = quarantine_plan(c, why, now)
+    check_state_indexes(sp, source.type, source.state)
+    if plan == nil then
+      orphans[#orphans + 1] = c
+    else
+      c[5] = plan
+      malformed[#malformed + 1] = c
+    end
+  elseif job == nil then
     check_state_indexes(sp, source.type, source.state)
     orphans[#orphans + 1] = c
-  elseif not job.payload then
-    refuse('job record ' .. key .. ' has no payload field')
-  elseif job.type ~= source.type or job.state ~= source.state then
-    refuse('job record ' .. key .. ' is ' .. job.state .. ' but listed in ' .. source.key)
-  elseif source.state == 'active' and job.attempts >= job.max_attempts then
-    local more = redis.call('HMGET', key, 'keep_until', 'errors')
-    job.keep_until = more[1] and number_field(key, 'keep_until', more[1])
-    check_state_indexes(sp, source.type, 'active', 'failed')
-    c[6] = with_error(more[2], job.attempts, now, ARGV[7])
-    if job.key then
-      local index = index_prefix .. job.key
-      if index_names(index, id) then
-        c[7] = index
-      end
-    end
-    expire[#expire + 1] = c
   else
-    if source.state == 'pending' then
-      check_state_indexes(sp, source.type, 'pending', 'active')
+    c[5] = job
+    local max_stalls = job.max_stalls or default_max_stalls
+    if source.state == 'active' and (job.stalls or 0) >= max_stalls then
+      local more = redis.call('HMGET', key, 'keep_until', 'errors')
+      job.keep_until = more[1] and tonumber(more[1])
+      if job.keep_until and (job.keep_until ~= job.keep_until or job.keep_until >= SAFE) then
+        job.keep_until = nil
+      end
+      check_state_indexes(sp, source.type, 'active', 'failed')
+      local stalls = (job.stalls or 0) + 1
+      job.stalled_text = stalled_head .. int(stalls) .. stalled_middle .. int(max_stalls)
+        .. stalled_tail
+      job.stalls = stalls
+      local made, errors = pcall(with_error, more[2], job.attempts, now, job.stalled_text)
+      c[6] = made and errors or cjson.encode({{job.attempts, now, job.stalled_text}})
+      if job.key then
+        local index = index_prefix .. job.key
+        if index_names(index, id) then
+          c[7] = index
+        end
+      end
+      expire[#expire + 1] = c
+    else
+      if source.state == 'pending' then
+        check_state_indexes(sp, source.type, 'pending', 'active')
+      end
+      take[#take + 1] = c
     end
-    take[#take + 1] = c
   end
 end
 
@@ -111,12 +265,27 @@ for _, c in ipairs(orphans) do
   later_zrem(source.key, c[1])
   later_move(sp, c[1], source.type, 0, source.state, nil)
 end
-if #expire > 0 then
+if #expire > 0 or #malformed > 0 then
   call.now, call.now_text = now, int(now)
   call.retain, call.margin = tonumber(ARGV[5]), tonumber(ARGV[6])
   call.finished, call.sp = failed, sp
   for _, c in ipairs(expire) do
-    finish(call, c[4], c[1], c[5], 'failed', 'active', c[3].leased, c[7], ARGV[7], c[6])
+    redis.call('HSET', c[4], 'stalls', int(c[5].stalls))
+    finish(call, c[4], c[1], c[5], 'failed', 'active', c[3].leased, c[7], c[5].stalled_text,
+      c[6])
+  end
+  for _, c in ipairs(malformed) do
+    local id, source, key, plan = c[1], c[3], c[4], c[5]
+    if #plan.sets > 0 then
+      redis.call('HSET', key, unpack(plan.sets))
+    end
+    redis.call('HDEL', key, unpack(plan.dels))
+    if plan.from_record then
+      later_move(sp, id, plan.from_record[2], 0, plan.from_record[1], nil)
+    end
+    local job = {type = source.type, created_at = plan.created}
+    finish(call, key, id, job, 'failed', source.state, source.key, plan.index, plan.text,
+      plan.errors)
   end
 end
 local reply = {}
@@ -124,16 +293,23 @@ local lease_until = int(now + lease_ms)
 local token_middle = ':' .. ARGV[4] .. '.'
 for n, c in ipairs(take) do
   local id, source, key, job = c[1], c[3], c[4], c[5]
-  local attempt = job.attempts + 1
-  local token = attempt .. token_middle .. n .. ':' .. source.type
-  redis.call('HSET', key, 'state', 'active', 'attempts', attempt, 'token', token)
+  local attempt, stalls = job.attempts, job.stalls or 0
   if source.state == 'pending' then
+    attempt = attempt + 1
+  else
+    stalls = stalls + 1
+  end
+  local token = int(attempt) .. token_middle .. n .. ':' .. source.type
+  if source.state == 'pending' then
+    redis.call('HSET', key, 'state', 'active', 'attempts', int(attempt), 'token', token)
     later_zrem(source.ready, id)
     later_move(sp, id, source.type, created_of(job), 'pending', 'active')
+  else
+    redis.call('HSET', key, 'stalls', int(stalls), 'token', token)
   end
   later_zadd(source.leased, lease_until, id)
   reply[n] = {id, source.type, job.payload, attempt, job.max_attempts, token,
-    job.timeout_ms, job.key, job.trace_context, source.state == 'active', job.run_at}
+    job.timeout_ms, job.key, job.trace_context, source.state == 'active', job.run_at, stalls}
 end
 write_later(0, 0)
 if #reply == 0 then

@@ -19,6 +19,7 @@ local CORE = {'type', 'state', 'attempts', 'max_attempts', 'run_at'}
 local NUMERIC = {
   attempts = true, max_attempts = true, run_at = true, lease_until = true,
   expires_at = true, keep_until = true, timeout_ms = true, created_at = true, finished_at = true,
+  stalls = true, max_stalls = true,
 }
 local STATES = {pending = true, active = true, completed = true, failed = true, cancelled = true}
 local MAX_ERRORS = 20

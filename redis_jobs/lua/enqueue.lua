@@ -8,9 +8,10 @@
 --
 -- ARGV[1]  now ms, or '' for the server's TIME
 -- ARGV[2]  signal list cap      ARGV[3]  signal TTL ms
--- then 11 per job:  id, type, payload (JSON text), max attempts, delay ms,
+-- then 12 per job:  id, type, payload (JSON text), max attempts, delay ms,
 --                   run_at ms or '' (now + delay), timeout ms or '', keep_until ms or '',
---                   flags ('k' has a key, 't' has a trace context), key, trace context
+--                   flags ('k' has a key, 't' has a trace context), key, trace context,
+--                   max stalls
 --
 -- Returns per job: 1 stored (or already stored with the same id, type and payload, as when a
 -- client retries a call whose reply was lost), 0 a live job holds the key, -1 the id is taken
@@ -130,10 +131,12 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
   local timeout, keep_until, flags = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
   if timeout == '' and keep_until == '' and flags == '' then
     redis.call('HSET', record, 'type', job_type, 'payload', ARGV[a + 3], 'state', 'pending',
-      'attempts', '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text)
+      'attempts', '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text,
+      'max_stalls', ARGV[a + 12])
   else
     local fields = {'type', job_type, 'payload', ARGV[a + 3], 'state', 'pending', 'attempts',
-      '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text}
+      '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text, 'max_stalls',
+      ARGV[a + 12]}
     if timeout ~= '' then
       fields[#fields + 1] = 'timeout_ms'
       fields[#fields + 1] = timeout
@@ -191,7 +194,7 @@ now_text = int(now)
 prefix, completed, failed, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 sp, types = KEYS[5], KEYS[6]
 cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
-local jobs = (#ARGV - 3) / 11
+local jobs = (#ARGV - 3) / 12
 alone = jobs == 1
 if alone then
   known_types, checked_of, unseen = nil, nil, nil
@@ -208,7 +211,7 @@ end
 
 local results = {}
 for job = 0, jobs - 1 do
-  local k, a = 6 + job * 4, 3 + job * 11
+  local k, a = 6 + job * 4, 3 + job * 12
   local ok, result, go, stale, run_at, has_key, known, signals, all_key, typed_key =
     pcall(check, k, a)
   if not ok then

@@ -9,15 +9,17 @@ from jobs import JobInfo
 from jobs.testing.chaos import check_jobs, check_orders
 
 
-def info(job_id: str, attempts: int, state: str = "completed") -> JobInfo:
+def info(job_id: str, attempts: int, state: str = "completed", stalls: int = 0) -> JobInfo:
     return JobInfo(
         id=job_id, type="chaos.work", state=state, payload=None,  # type: ignore[arg-type]
-        attempts=attempts, max_attempts=25, run_at=datetime.now(UTC),
+        attempts=attempts, max_attempts=3, run_at=datetime.now(UTC), stalls=stalls,
     )  # fmt: skip
 
 
-def start(job: str, attempt: int, pid: int, **extra: Any) -> dict[str, Any]:
-    return {"event": "start", "job": job, "attempt": attempt, "pid": pid, **extra}
+def start(job: str, attempt: int, pid: int, stalls: int = 0, **extra: Any) -> dict[str, Any]:
+    return {
+        "event": "start", "job": job, "attempt": attempt, "stalls": stalls, "pid": pid, **extra
+    }  # fmt: skip
 
 
 def test_a_clean_history_passes() -> None:
@@ -32,7 +34,10 @@ def test_a_job_that_did_not_complete_is_lost() -> None:
     verdict = check_jobs(["a", "b", "c"], infos, [start("a", 1, 10)], killed=[])
     assert verdict.lost == 2
     assert not verdict.ok
-    assert verdict.lost_jobs == ["job b: pending after 1/25 attempts", "job c: not in the store"]
+    assert verdict.lost_jobs == [
+        "job b: pending after 1/3 attempts and 0/10 stalls",
+        "job c: not in the store",
+    ]
 
 
 def test_an_execution_of_a_job_nobody_enqueued_is_unexpected() -> None:
@@ -42,23 +47,35 @@ def test_an_execution_of_a_job_nobody_enqueued_is_unexpected() -> None:
 
 
 def test_a_duplicate_after_a_kill_of_its_runner_is_explained() -> None:
-    events = [start("a", 1, 10), start("a", 2, 11)]
-    verdict = check_jobs(["a"], {"a": info("a", 2)}, events, killed=[10])
+    events = [start("a", 1, 10), start("a", 1, 11, stalls=1)]
+    verdict = check_jobs(["a"], {"a": info("a", 1, stalls=1)}, events, killed=[10])
     assert verdict.ok
-    assert verdict.duplicates == 1
+    assert (verdict.duplicates, verdict.stalls) == (1, 1)
 
 
 def test_a_duplicate_whose_runner_was_not_killed_is_unexplained() -> None:
-    events = [start("a", 1, 10), start("a", 2, 11)]
-    verdict = check_jobs(["a"], {"a": info("a", 2)}, events, killed=[12])
+    events = [start("a", 1, 10), start("a", 1, 11, stalls=1)]
+    verdict = check_jobs(["a"], {"a": info("a", 1, stalls=1)}, events, killed=[12])
     assert verdict.unexplained == 1
     assert "pid 10" in verdict.problems[0]
 
 
-def test_one_attempt_run_twice_is_unexplained() -> None:
+def test_one_delivery_run_twice_is_unexplained() -> None:
     events = [start("a", 1, 10), start("a", 1, 11)]
-    verdict = check_jobs(["a"], {"a": info("a", 1)}, events, killed=[10])
-    assert any("one attempt ran twice" in p for p in verdict.problems)
+    verdict = check_jobs(["a"], {"a": info("a", 1, stalls=1)}, events, killed=[10])
+    assert any("one delivery ran twice" in p for p in verdict.problems)
+
+
+def test_a_kill_that_spent_an_attempt_is_unexplained() -> None:
+    events = [start("a", 1, 10), start("a", 2, 11)]
+    verdict = check_jobs(["a"], {"a": info("a", 2, stalls=1)}, events, killed=[10])
+    assert any("spent 2 attempts" in p for p in verdict.problems)
+
+
+def test_a_run_again_without_a_stall_is_unexplained() -> None:
+    events = [start("a", 1, 10), start("a", 1, 11, stalls=1)]
+    verdict = check_jobs(["a"], {"a": info("a", 1, stalls=0)}, events, killed=[10])
+    assert any("ran 2 times with 0 stall(s)" in p for p in verdict.problems)
 
 
 def test_store_attempts_must_match_the_last_execution() -> None:

@@ -68,7 +68,7 @@ async def test_options_leave_out_the_relay_and_scheduler_and_shape_the_runner() 
     assert not runner.is_running
 
 
-async def test_jobs_still_running_at_the_drain_timeout_are_left_to_their_leases_and_exit_is_0(
+async def test_jobs_still_running_at_the_drain_timeout_are_handed_back_and_exit_is_0(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     driver = cli_app.SharedInProcessDriver()
@@ -84,4 +84,5 @@ async def test_jobs_still_running_at_the_drain_timeout_are_left_to_their_leases_
     assert 0.5 <= time.monotonic() - started < 10
     info = await driver.get_job(str(job_id))
     assert info is not None
-    assert (info.state, info.attempts) == ("active", 1)  # not settled: its lease will expire
+    # released: pending at once, its attempt given back, no stall (no lease to wait out)
+    assert (info.state, info.attempts, info.stalls) == ("pending", 0, 0)

@@ -59,7 +59,7 @@ EXPECTED_OUTPUT = {
     "di-primer": "ticker started\nhello, Ada\n['settings', 'greeter', 'ticker']\nticker stopped\n"
     "ticker closed\ngood morning, Ada\nticker closed\n",
 }
-PYTEST_BLOCKS = {"plugin": "1 passed"}
+PYTEST_BLOCKS = {"plugin": "1 passed", "driver-conformance": " passed"}
 SHELL_OUTPUT = {
     "worker-burst": [
         "placed order 1\nplaced order 2\n",

@@ -6,12 +6,16 @@ was written). It prints ``ready`` once the runner is started and drains on SIGTE
 
 Job types:
 - ``ledger.sleep``  sleeps ``payload["ms"]``.
-- ``ledger.block``  first attempt blocks until the process is killed; later ones return.
-- ``ledger.stale``  first attempt blocks the event loop (no heartbeats can run) until attempt 2
-  has started elsewhere (``payload["block_ms"]`` at most), then raises; later ones return.
+- ``ledger.block``  the first delivery blocks until the process is killed; later ones return.
+- ``ledger.stale``  the first delivery blocks the event loop (no heartbeats can run) until
+  another has started elsewhere (``payload["block_ms"]`` at most), then raises; later ones
+  return.
 - ``ledger.wait``   waits for its abort signal and records the reason as ``stopped:<reason>``.
-- ``ledger.once``   max_attempts=1; the first attempt blocks until the process is killed,
-  later ones (which should never run) return.
+- ``ledger.once``   max_attempts=1; the first delivery blocks until the process is killed,
+  later ones return (a kill is a stall: attempt 1 runs again).
+
+A reclaim runs the attempt that stalled again, with its number: "first delivery" is told by
+the ledger (this start is the job's first), not by ``ctx.attempt``.
 """
 
 from __future__ import annotations
@@ -36,15 +40,14 @@ class Ledger:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def has_start(self, job_id: str, attempt: int) -> bool:
+    def starts(self, job_id: str) -> int:
+        """How many deliveries of the job have started, in any process."""
         try:
             with open(self.path) as ledger:
                 lines = [json.loads(line) for line in ledger if line.strip()]
         except FileNotFoundError:
-            return False
-        return any(
-            e["event"] == "start" and e["job"] == job_id and e["attempt"] == attempt for e in lines
-        )
+            return 0
+        return sum(1 for e in lines if e["event"] == "start" and e["job"] == job_id)
 
     def write(self, event: str, ctx: JobContext) -> None:
         entry = {"event": event, "job": ctx.id, "attempt": ctx.attempt, "pid": os.getpid()}
@@ -70,7 +73,7 @@ class LedgerWorker:
     @job_handler("ledger.block", max_attempts=5)
     async def block(self, payload: Any, ctx: JobContext) -> None:
         self.ledger.write("start", ctx)
-        if ctx.attempt == 1:
+        if self.ledger.starts(ctx.id) == 1:
             await asyncio.Event().wait()
         self.ledger.write("end", ctx)
 
@@ -85,18 +88,18 @@ class LedgerWorker:
     @job_handler("ledger.once", max_attempts=1)
     async def once(self, payload: Any, ctx: JobContext) -> None:
         self.ledger.write("start", ctx)
-        if ctx.attempt == 1:
+        if self.ledger.starts(ctx.id) == 1:
             await asyncio.Event().wait()
         self.ledger.write("end", ctx)
 
     @job_handler("ledger.stale", max_attempts=5)
     async def stale(self, payload: dict[str, Any], ctx: JobContext) -> None:
         self.ledger.write("start", ctx)
-        if ctx.attempt == 1:
+        if self.ledger.starts(ctx.id) == 1:
             # Block the loop (no heartbeat can run) until another worker has reclaimed the job,
             # or block_ms at most: a fixed sleep would race the other worker's start-up.
             deadline = time.monotonic() + payload["block_ms"] / 1000
-            while time.monotonic() < deadline and not self.ledger.has_start(ctx.id, 2):
+            while time.monotonic() < deadline and self.ledger.starts(ctx.id) < 2:
                 time.sleep(0.05)  # noqa: ASYNC251 - blocking the loop is the point
             self.ledger.write("woke", ctx)
             raise RuntimeError("the stale worker woke up and failed")

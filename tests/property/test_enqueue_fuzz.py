@@ -24,6 +24,7 @@ import math
 import re
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -34,17 +35,32 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text as sql_text
 
-from jobs import JobOptionError, JobQueue, NewJob, PayloadError
+from jobs import (
+    JobOptionError,
+    JobOutboxPublisher,
+    JobQueue,
+    ManualClock,
+    NewJob,
+    PayloadError,
+)
 from jobs.errors import JobTypeError
 from jobs.options import MAX_ATTEMPTS, MAX_DELAY_MS, MAX_RUN_AT_MS, MAX_TIMEOUT_MS
 from jobs.payload import MAX_DEPTH, MAX_KEY_LENGTH, MAX_TYPE_LENGTH
 from jobs.spi import JOB_STATES, JobDriver, JobInfo
 from jobs.testing.stateful import CleanableHarness
 from jobs.web import create_dashboard
+from orm_sqlalchemy import (
+    SQLAlchemyJobStore,
+    SQLAlchemyOutboxStore,
+    SQLAlchemyTransactionManager,
+    create_engine,
+)
 from tests.conformance.conftest import InProcessHarness
 from tests.integration.redis.harness import RedisHarness
 from tests.integration.sql_store.support import StoreHarness
+from tests.stores import POSTGRES_URL
 
 LEASE_MS = 30_000
 TYPED_ERRORS = (JobOptionError, PayloadError, JobTypeError)
@@ -478,6 +494,100 @@ def run_fuzz(name: str, max_examples: int, batches: bool) -> None:
             loop.close()
 
 
+class OutboxFuzz:
+    """An outbox and a job store on one SQL database (and one clock), relayed by hand."""
+
+    def __init__(self, backend: str, directory: Path) -> None:
+        self.backend = backend
+        self.clock = ManualClock()
+        self.prefix = f"f{uuid.uuid4().hex[:10]}_"
+        url = POSTGRES_URL if backend == "postgres" else f"sqlite+aiosqlite:///{directory}/o.db"
+        self.tm = SQLAlchemyTransactionManager(create_engine(url))
+        self.outbox = SQLAlchemyOutboxStore(
+            transaction_manager=self.tm, table_prefix=self.prefix, clock=self.clock
+        )
+        self.jobs = SQLAlchemyJobStore(
+            engine=self.tm.engine, table_prefix=self.prefix, clock=self.clock
+        )
+        self.queue = JobQueue(self.jobs)
+        self.publisher = JobOutboxPublisher(self.queue)
+        self.serial = itertools.count()
+
+    async def append_one(self, case: Case) -> None:
+        options = {k: v for k, v in case.call_options().items() if k != "timeout_ms"}
+        case = Case(case.job_type, case.payload, {**case.options, "timeout_ms": None})
+        key = options.get("key")
+        if isinstance(key, str):
+            options["key"] = f"{next(self.serial)}:{key}"
+        now_ms = self.clock.now_ms()
+        refused: BaseException | None = None
+        async with self.tm.transaction():
+            try:
+                entry_id = await self.outbox.append(case.job_type, case.payload, **options)
+            except TYPED_ERRORS as exc:
+                refused = exc
+        if refused is not None:
+            assert not accepted(case, now_ms), f"a good entry was refused: {refused!r}"
+            assert await self.outbox.claim(1_000, LEASE_MS) == [], "a refused append wrote"
+            return
+        assert accepted(case, now_ms), f"a bad entry was stored: {case!r}"
+        assert entry_id is not None
+        [entry] = await self.outbox.claim(1_000, LEASE_MS)
+        assert entry.id == entry_id
+        await self.publisher.publish(entry)
+        assert await self.outbox.mark_published(entry.id, entry.lease_token)
+        job = await self.queue.find_job(key=options.get("key") or f"outbox:{entry_id}")
+        assert job is not None
+        assert same(job.payload, json.loads(json.dumps(case.payload)))
+        assert (job.type, job.max_attempts) == (case.job_type, case.options["max_attempts"] or 3)
+        expected = expected_run_at_ms(case, now_ms)
+        assert (job.run_at - EPOCH) // timedelta(milliseconds=1) == expected
+
+    async def close(self) -> None:
+        await self.outbox.close()
+        await self.jobs.close()
+        if self.backend == "postgres":
+            async with self.tm.engine.begin() as conn:
+                for table in ("entries", "queue", "workers"):
+                    await conn.execute(sql_text(f'DROP TABLE IF EXISTS "{self.prefix}{table}"'))
+        await self.tm.engine.dispose()
+
+
+def run_outbox_fuzz(backend: str, max_examples: int) -> None:
+    loop = asyncio.new_event_loop()
+    directory = Path(tempfile.mkdtemp(prefix="outbox-fuzz-"))
+    fuzz = OutboxFuzz(backend, directory)
+    try:
+
+        @settings(
+            max_examples=max_examples,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            database=None,
+        )
+        @given(cases)
+        def one(case: Case) -> None:
+            loop.run_until_complete(fuzz.append_one(case))
+
+        one()
+    finally:
+        try:
+            loop.run_until_complete(fuzz.close())
+        finally:
+            loop.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+OUTBOXES = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.mark.parametrize("backend", OUTBOXES)
+def test_any_outbox_append_is_a_typed_error_or_a_job_that_reads_back_unchanged(
+    backend: str,
+) -> None:
+    run_outbox_fuzz(backend, max_examples=30)
+
+
 @pytest.mark.parametrize("name", DRIVERS)
 def test_any_enqueue_is_a_typed_error_or_a_job_that_reads_back_unchanged(name: str) -> None:
     run_fuzz(name, max_examples=60, batches=False)
@@ -494,3 +604,10 @@ def test_any_batch_is_a_typed_error_or_jobs_that_read_back_unchanged(name: str) 
 def test_enqueue_fuzz_at_length(name: str) -> None:
     run_fuzz(name, max_examples=600, batches=False)
     run_fuzz(name, max_examples=200, batches=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1_200)
+@pytest.mark.parametrize("backend", OUTBOXES)
+def test_outbox_append_fuzz_at_length(backend: str) -> None:
+    run_outbox_fuzz(backend, max_examples=400)

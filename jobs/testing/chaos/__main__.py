@@ -123,7 +123,7 @@ def _print_progress(run: Run) -> None:
 def render(runs: list[Run], console: Console) -> None:
     table = Table(title="chaos: at least once, checked")
     for column in ("scenario", "store", "jobs", "kills", "executions", "lost", "duplicates",
-                   "unexpected", "unexplained", "s"):  # fmt: skip
+                   "stalls", "unexpected", "unexplained", "s"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("scenario", "store") else "right")
     for run in runs:
         if run.verdict is None:

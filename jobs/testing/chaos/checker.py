@@ -7,8 +7,14 @@ Like Jepsen's total-queue checker, it compares what was acknowledged with what c
 - **duplicates**: jobs executed more than once: at-least-once allows them, but each earlier
   execution must be explained by a kill of the process that ran it;
 - **unexplained**: anything else out of rule: a duplicate whose earlier runner was not killed,
-  one attempt number run twice (a lease fenced nothing), a completed job whose store attempts
-  differ from its last execution's attempt, claims that never started in a run without kills.
+  one delivery run twice (the same attempt and stall count: a lease fenced nothing), a
+  completed job whose store attempts differ from its last execution's attempt, a job that ran
+  again without a stall counted for it, an attempt spent by a fault (the chaos handlers never
+  fail: every job completes on attempt 1, kills and outages cost stalls only), claims that
+  never started in a run without kills.
+
+A delivery is told by its attempt and its stall count (``ctx.attempt``, ``ctx.stalls``): a
+reclaim after a kill runs the same attempt with one more stall.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ class Verdict:
     unexpected: int = 0
     duplicates: int = 0
     executions: int = 0
+    stalls: int = 0
+    """Stalls the store counted over the jobs checked: each kill of a worker holding a job."""
     problems: list[str] = field(default_factory=list)
     lost_jobs: list[str] = field(default_factory=list)
     """Each lost job (or order) and the state the store left it in, for the failure message."""
@@ -48,6 +56,7 @@ class Verdict:
             "executions": self.executions,
             "lost": self.lost,
             "duplicates": self.duplicates,
+            "stalls": self.stalls,
             "unexpected": self.unexpected,
             "unexplained": self.unexplained,
         }
@@ -99,10 +108,13 @@ def _check_executions(
         return
     if len(runs) > 1:
         verdict.duplicates += 1
-    attempts = [run["attempt"] for run in runs]
-    if len(set(attempts)) != len(attempts):
-        verdict.problems.append(f"job {job_id}: one attempt ran twice ({sorted(attempts)})")
-    last = max(runs, key=lambda run: run["attempt"])
+    verdict.stalls += info.stalls
+    deliveries = [_delivery(run) for run in runs]
+    if len(set(deliveries)) != len(deliveries):
+        verdict.problems.append(
+            f"job {job_id}: one delivery ran twice (attempt, stalls: {sorted(deliveries)})"
+        )
+    last = max(runs, key=_delivery)
     for run in runs:
         if run is not last and run["pid"] not in killed:
             verdict.problems.append(
@@ -113,6 +125,15 @@ def _check_executions(
         verdict.problems.append(
             f"job {job_id}: the store counts {info.attempts} attempts, the last execution "
             f"was attempt {last['attempt']}"
+        )
+    if info.attempts > 1:
+        verdict.problems.append(
+            f"job {job_id} spent {info.attempts} attempts, though its handler never fails: a "
+            "kill or an outage cost it an attempt, not a stall"
+        )
+    if info.stalls < len(runs) - 1:
+        verdict.problems.append(
+            f"job {job_id} ran {len(runs)} times with {info.stalls} stall(s) counted"
         )
     if not killed and info.attempts != len(runs):
         verdict.problems.append(f"job {job_id}: {info.attempts} claims, {len(runs)} executions")
@@ -152,11 +173,19 @@ def check_orders(
     return verdict
 
 
+def _delivery(run: Mapping[str, Any]) -> tuple[int, int]:
+    """A delivery's attempt and stall count (a ledger from before stalls: 0 stalls)."""
+    return int(run["attempt"]), int(run.get("stalls", 0))
+
+
 def _left_in(info: JobInfo | None) -> str:
     if info is None:
         return "not in the store"
     error = f", {info.last_error}" if info.last_error else ""
-    return f"{info.state} after {info.attempts}/{info.max_attempts} attempts{error}"
+    return (
+        f"{info.state} after {info.attempts}/{info.max_attempts} attempts and "
+        f"{info.stalls}/{info.max_stalls} stalls{error}"
+    )
 
 
 def _completed(info: JobInfo | None) -> bool:

@@ -20,13 +20,13 @@ from loguru import logger
 from sqlalchemy import Table, select
 
 from jobs import JobDriver, JobInfo, JobQueue
-from orm_sqlalchemy import SQLAlchemyTransactionManager
+from jobs.spi.factories import SQLOutboxSite
 
 from .checker import Verdict, check_jobs, check_orders
 from .fleet import Fleet, WorkerOptions
 from .ledger import Ledger
 from .stores import ChaosStore
-from .worker import ATTEMPTS, ORDER, WORK
+from .worker import ORDER, WORK
 
 
 class ChaosTimeoutError(AssertionError):
@@ -117,7 +117,7 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
             # kills start while the jobs are still being enqueued, not after
             for start in range(0, plan.jobs, 100):
                 batch = range(start, min(start + 100, plan.jobs))
-                enqueues = (queue.enqueue(WORK, {"n": n}, max_attempts=ATTEMPTS) for n in batch)
+                enqueues = (queue.enqueue(WORK, {"n": n}) for n in batch)
                 ids = await asyncio.gather(*enqueues)
                 acknowledged.extend(job_id for job_id in ids if job_id is not None)
 
@@ -141,15 +141,14 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
 
 async def kill_outbox(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verdict:
     ledger, fleet = open_fleet(store, plan, workdir)
-    engine = store.open_engine()
-    tm = SQLAlchemyTransactionManager(engine)
-    outbox = store.open_outbox(tm)
-    driver = store.open_driver(engine)
+    site = store.open_outbox()
+    outbox = site.outbox
+    driver = store.open_driver(site)
     deadline = time.monotonic() + plan.deadline_s
     committed: list[int] = []
     rolled_back: list[int] = []
     try:
-        orders = await store.create_orders_table(engine)
+        orders = await store.create_orders_table(site.engine)
         await fleet.start(plan.workers)
 
         class Rollback(Exception):
@@ -158,7 +157,7 @@ async def kill_outbox(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verd
         async def produce(first: int) -> None:
             for order in range(first, plan.jobs, plan.producers):
                 try:
-                    async with tm.transaction() as session:
+                    async with site.transaction() as session:
                         await session.execute(orders.insert().values(id=order))
                         await outbox.append(ORDER, {"order": order})
                         if order % plan.rollback_every == 0:
@@ -182,10 +181,10 @@ async def kill_outbox(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verd
         events = ledger.read()
         starts = {e["job"] for e in events if e["event"] == "start"}
         verdict = check_orders(
-            await _committed_orders(tm, orders), rolled_back, await _infos(driver, starts),
+            await _committed_orders(site, orders), rolled_back, await _infos(driver, starts),
             events, fleet.killed,
         )  # fmt: skip
-        if set(committed) != await _committed_orders(tm, orders):
+        if set(committed) != await _committed_orders(site, orders):
             verdict.problems.append("the orders table differs from the commits acknowledged")
         _check_exits(codes, verdict)
         return verdict
@@ -193,11 +192,11 @@ async def kill_outbox(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verd
         await fleet.abandon()
         await driver.close()
         await outbox.close()
-        await engine.dispose()
+        await site.close()
 
 
-async def _committed_orders(tm: SQLAlchemyTransactionManager, orders: Table) -> set[int]:
-    async with tm.transaction() as session:
+async def _committed_orders(site: SQLOutboxSite, orders: Table) -> set[int]:
+    async with site.transaction() as session:
         return set((await session.execute(select(orders.c.id))).scalars())
 
 

@@ -27,7 +27,7 @@ from ..redis_server import DURABLE, RedisServer
 from .checker import Verdict, check_jobs
 from .scenarios import ChaosPlan, ChaosTimeoutError, _idle, _infos, open_fleet
 from .stores import ChaosStore
-from .worker import ATTEMPTS, WORK
+from .worker import WORK
 
 Fault = Callable[[], Awaitable[None]]
 
@@ -45,7 +45,7 @@ class _Producer:
     async def run(self, pace_s: float) -> None:
         for n in range(self.jobs):
             try:
-                job_id = await self.queue.enqueue(WORK, {"n": n}, max_attempts=ATTEMPTS)
+                job_id = await self.queue.enqueue(WORK, {"n": n})
             except StoreUnavailableError:
                 self.failed.append(n)
                 await asyncio.sleep(0.05)

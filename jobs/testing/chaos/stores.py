@@ -11,28 +11,22 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, Integer, MetaData, Table
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
+from jobs.drivers import factory_for, scheme_of
+from jobs.spi import JobDriver, SQLOutboxSite
 
-    from jobs import JobDriver, OutboxStore
-    from orm_sqlalchemy import SQLAlchemyTransactionManager
+_KINDS = {"postgresql": "postgres", "rediss": "redis", "unix": "redis"}
 
 
 def store_kind(url: str) -> str:
-    """``sqlite``, ``postgres`` or ``redis``, from the URL's scheme."""
-    scheme = url.split(":", 1)[0].split("+", 1)[0]
-    kinds = {"sqlite": "sqlite", "postgresql": "postgres", "postgres": "postgres"}
-    kinds |= {"redis": "redis", "rediss": "redis"}
-    if scheme not in kinds:
-        raise ValueError(
-            f"chaos: unknown store URL scheme {scheme!r}; use sqlite+aiosqlite://, "
-            "postgresql://, or redis://"
-        )
-    return kinds[scheme]
+    """A short label of the store (``sqlite``, ``postgres``, ``redis``...) from the URL's
+    scheme, which a driver must be registered for (``jobs.drivers``)."""
+    factory_for(url)  # UnknownSchemeError naming the known schemes
+    family = scheme_of(url).split("+", 1)[0]
+    return _KINDS.get(family, family)
 
 
 def orders_table(metadata: MetaData, namespace: str) -> Table:
@@ -49,7 +43,7 @@ class ChaosStore:
     @classmethod
     def fresh(cls, job_url: str, outbox_url: str | None = None) -> ChaosStore:
         store_kind(job_url)
-        if outbox_url is not None and store_kind(outbox_url) == "redis":
+        if outbox_url is not None and factory_for(outbox_url).open_outbox is None:
             raise ValueError("chaos: the outbox needs a SQL store (sqlite or postgresql URL)")
         return cls(job_url, f"chaos{uuid.uuid4().hex[:8]}_", outbox_url)
 
@@ -70,29 +64,20 @@ class ChaosStore:
     def from_json(cls, text: str) -> ChaosStore:
         return cls(**json.loads(text))
 
-    def open_driver(self, engine: AsyncEngine | None = None) -> JobDriver:
-        """A driver on the job store; on a SQL store that is the outbox's, ``engine`` is shared."""
-        if self.kind == "redis":
-            from redis_jobs import RedisJobDriver
+    def open_driver(self, outbox: SQLOutboxSite | None = None) -> JobDriver:
+        """A driver on the job store; on the database of ``outbox`` it shares its engine."""
+        if outbox is not None and self.outbox_url == self.job_url:
+            return outbox.open_driver(prefix=self.namespace)
+        return factory_for(self.job_url)(self.job_url, prefix=self.namespace)
 
-            return RedisJobDriver(url=self.job_url, namespace=self.namespace)
-        from orm_sqlalchemy import SQLAlchemyJobStore
-
-        if engine is not None and self.outbox_url == self.job_url:
-            return SQLAlchemyJobStore(engine=engine, table_prefix=self.namespace)
-        return SQLAlchemyJobStore(self.job_url, table_prefix=self.namespace)
-
-    def open_engine(self) -> AsyncEngine:
-        from orm_sqlalchemy import create_engine
-
+    def open_outbox(self) -> SQLOutboxSite:
+        """The outbox (its engine, transactions and store) on ``outbox_url``."""
         if self.outbox_url is None:
             raise ValueError("chaos: this store has no outbox_url")
-        return create_engine(self.outbox_url)
-
-    def open_outbox(self, tm: SQLAlchemyTransactionManager) -> OutboxStore:
-        from orm_sqlalchemy import SQLAlchemyOutboxStore
-
-        return SQLAlchemyOutboxStore(transaction_manager=tm, table_prefix=f"{self.namespace}ob_")
+        open_outbox = factory_for(self.outbox_url).open_outbox
+        if open_outbox is None:
+            raise ValueError(f"chaos: {self.outbox_url.partition(':')[0]} keeps no outbox")
+        return open_outbox(self.outbox_url, prefix=self.namespace)
 
     async def create_orders_table(self, engine: AsyncEngine) -> Table:
         metadata = MetaData()
@@ -109,36 +94,9 @@ class ChaosStore:
 
 
 async def drop_store(url: str, namespace: str) -> None:
-    """Remove what a store at ``url`` wrote under ``namespace``: a Redis namespace's keys, or
-    every PostgreSQL table named with that prefix; a SQLite file is left to its directory."""
-    kind = store_kind(url)
-    if kind == "redis":
-        from redis.asyncio import Redis
-
-        from redis_jobs import delete_namespace
-
-        client = Redis.from_url(url)
-        try:
-            await delete_namespace(client, namespace)
-        finally:
-            await client.aclose()
-    elif kind == "postgres":
-        await _drop_prefixed_tables(url, namespace)
-
-
-async def _drop_prefixed_tables(url: str, prefix: str) -> None:
-    from sqlalchemy import text
-
-    from orm_sqlalchemy import create_engine
-
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-            rows = await conn.execute(
-                text("SELECT tablename FROM pg_tables WHERE tablename LIKE :pattern"),
-                {"pattern": prefix.replace("_", r"\_") + "%"},
-            )
-            for (name,) in rows.all():
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{name}" CASCADE'))
-    finally:
-        await engine.dispose()
+    """Remove what a store at ``url`` wrote under ``namespace`` (the factory's ``drop``: a
+    Redis namespace's keys, every PostgreSQL table named with that prefix; a SQLite file is
+    left to its directory)."""
+    drop = factory_for(url).drop
+    if drop is not None:
+        await drop(url, namespace)

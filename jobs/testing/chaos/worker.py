@@ -32,17 +32,13 @@ from jobs import (
     job_handler,
 )
 from jobs.logs import enable_logging
+from jobs.spi import SQLOutboxSite
 
 from .ledger import Ledger
 from .stores import ChaosStore
 
 WORK = "chaos.work"
 ORDER = "chaos.order"
-ATTEMPTS = 25
-"""Every chaos job's ``max_attempts``. A kill costs each job its worker held one attempt, and a
-loaded run sees one job held by three killed workers in turn (the next worker claims the expired
-jobs first), so the default 3 would fail jobs the kills alone took. The harness enqueues without
-the workers' handlers, so it passes this itself."""
 
 
 class ChaosHandlers:
@@ -51,15 +47,15 @@ class ChaosHandlers:
         self.handler_s = handler_ms / 1000
 
     async def _execute(self, ctx: JobContext, **fields: Any) -> None:
-        self.ledger.write("start", job=ctx.id, attempt=ctx.attempt, **fields)
+        self.ledger.write("start", job=ctx.id, attempt=ctx.attempt, stalls=ctx.stalls, **fields)
         await asyncio.sleep(self.handler_s)
-        self.ledger.write("end", job=ctx.id, attempt=ctx.attempt, **fields)
+        self.ledger.write("end", job=ctx.id, attempt=ctx.attempt, stalls=ctx.stalls, **fields)
 
-    @job_handler(WORK, max_attempts=ATTEMPTS)
+    @job_handler(WORK)
     async def work(self, payload: dict[str, Any], ctx: JobContext) -> None:
         await self._execute(ctx, n=payload["n"])
 
-    @job_handler(ORDER, max_attempts=ATTEMPTS)
+    @job_handler(ORDER)
     async def order(self, payload: dict[str, Any], ctx: JobContext) -> None:
         await self._execute(ctx, order=payload["order"])
 
@@ -87,27 +83,19 @@ def worker_configuration(
 
         return [ChaosWorkerConfiguration, ChaosJobsConfiguration]
 
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
-    from orm_sqlalchemy import SQLAlchemyTransactionManager
-
     @configuration
     class ChaosOutboxConfiguration:
         @entry()
-        def engine(self) -> AsyncEngine:
-            return store.open_engine()
-
-        @entry()
-        def transaction_manager(self, engine: AsyncEngine) -> SQLAlchemyTransactionManager:
-            return SQLAlchemyTransactionManager(engine)
+        def outbox_site(self) -> SQLOutboxSite:
+            return store.open_outbox()
 
         @entry(OUTBOX_STORE)
-        def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
-            return store.open_outbox(transaction_manager)
+        def outbox_store(self, outbox_site: SQLOutboxSite) -> OutboxStore:
+            return outbox_site.outbox
 
         @entry(JOB_DRIVER)
-        def job_driver(self, engine: AsyncEngine) -> JobDriver:
-            return store.open_driver(engine)
+        def job_driver(self, outbox_site: SQLOutboxSite) -> JobDriver:
+            return store.open_driver(outbox_site)
 
         @entry(OUTBOX_RELAY)
         def outbox_relay(self, outbox_store: OutboxStore, job_queue: JobQueue) -> OutboxRelay:

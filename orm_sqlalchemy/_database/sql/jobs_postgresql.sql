@@ -8,13 +8,13 @@
 -- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at
+    trace_context, keep_until, created_at, max_stalls
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
-    :timeout_ms, :key, :trace_context, :keep_until, {now}
+    :timeout_ms, :key, :trace_context, :keep_until, {now}, :max_stalls
 )
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -22,7 +22,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -33,13 +33,13 @@ RETURNING j.id, j.type;
 -- A repeated id fails either way (the primary key); the store reads success from no error.
 INSERT INTO {table} (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at
+    trace_context, keep_until, created_at, max_stalls
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
-    :timeout_ms, NULL, :trace_context, :keep_until, {now}
+    :timeout_ms, NULL, :trace_context, :keep_until, {now}, :max_stalls
 );
 
 -- name: enqueue_many
@@ -47,31 +47,34 @@ VALUES (
 -- store drops later repeats of a key first: ON CONFLICT cannot touch one row twice).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at
+    trace_context, keep_until, created_at, max_stalls
 )
 SELECT b.id, b.type, b.payload, 'pending', 0, b.max_attempts,
     COALESCE(b.run_at, {now} + b.delay_ms), COALESCE(b.run_at, {now} + b.delay_ms),
-    b.timeout_ms, b.key, b.trace_context, b.keep_until, {now}
+    b.timeout_ms, b.key, b.trace_context, b.keep_until, {now}, b.max_stalls
 FROM unnest(
     CAST(:ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS text[]),
     CAST(:max_attempts AS integer[]), CAST(:run_ats AS bigint[]), CAST(:delays AS bigint[]),
     CAST(:timeouts AS bigint[]), CAST(:keys AS text[]), CAST(:trace_contexts AS text[]),
-    CAST(:keep_untils AS bigint[])
+    CAST(:keep_untils AS bigint[]), CAST(:max_stalls AS integer[])
 ) AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms, key, trace_context,
-    keep_until)
+    keep_until, max_stalls)
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
 -- name: claim
 -- Due pending jobs and expired leases, oldest due first, skipping rows another claimer holds.
--- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
+-- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
+-- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
+-- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
+-- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error).
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table}
     WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
@@ -80,28 +83,34 @@ WITH due AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {table} AS j SET
-    state = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+    state = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
         THEN 'failed' ELSE 'active' END,
-    attempts = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
-        THEN j.attempts ELSE j.attempts + 1 END,
-    lease_token = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
-        THEN NULL ELSE (j.attempts + 1) || ':' || replace(gen_random_uuid()::text, '-', '') END,
-    due_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+    attempts = CASE WHEN j.state = 'active' THEN j.attempts ELSE j.attempts + 1 END,
+    stalls = CASE WHEN j.state = 'active' THEN j.stalls + 1 ELSE j.stalls END,
+    lease_token = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls THEN NULL
+        ELSE (CASE WHEN j.state = 'active' THEN j.attempts ELSE j.attempts + 1 END) || ':'
+            || replace(gen_random_uuid()::text, '-', '') END,
+    due_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
         THEN NULL ELSE {now} + CAST(:lease_ms AS bigint) END,
-    last_error = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
-        THEN CAST(:lease_expired_error AS text) ELSE j.last_error END,
-    errors = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+    last_error = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
+        THEN CAST(:stalled_head AS text) || (j.stalls + 1) || CAST(:stalled_middle AS text)
+            || j.max_stalls || CAST(:stalled_tail AS text)
+        ELSE j.last_error END,
+    errors = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
         THEN CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
             THEN CAST(j.errors AS jsonb) - 0 ELSE COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb)) END
-        || jsonb_build_array(jsonb_build_array(j.attempts, {now}, CAST(:lease_expired_error AS text))) AS text) ELSE j.errors END,
-    finished_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+        || jsonb_build_array(jsonb_build_array(j.attempts, {now},
+            CAST(:stalled_head AS text) || (j.stalls + 1) || CAST(:stalled_middle AS text)
+            || j.max_stalls || CAST(:stalled_tail AS text))) AS text) ELSE j.errors END,
+    finished_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
         THEN {now} END,
-    expires_at = CASE WHEN j.state = 'active' AND j.attempts >= j.max_attempts
+    expires_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
         THEN GREATEST({now} + CAST(:retain_failed_ms AS bigint), COALESCE(j.keep_until, 0)) END
 FROM due
 WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
-    j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed;
+    j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed,
+    j.stalls;
 
 -- name: claim_next_due
 -- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:
@@ -157,8 +166,10 @@ WHERE j.id = done.id AND j.lease_token = done.lease_token AND j.state = 'active'
 RETURNING j.id;
 
 -- name: retry
+-- :uncount 1 gives the attempt back (RetryLater: attempts - 1), 0 keeps it spent.
 UPDATE {table} SET
     state = 'pending', lease_token = NULL, last_error = :error,
+    attempts = attempts - CAST(:uncount AS integer),
     errors = CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
             THEN CAST(errors AS jsonb) - 0 ELSE COALESCE(CAST(errors AS jsonb), CAST('[]' AS jsonb)) END
         || jsonb_build_array(jsonb_build_array(attempts, {now}, CAST(:error AS text))) AS text),
@@ -166,9 +177,25 @@ UPDATE {table} SET
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING type;
 
+-- name: release
+-- A held job handed back at no cost: pending, due now, the attempt it held given back.
+UPDATE {table} SET
+    state = 'pending', lease_token = NULL, attempts = attempts - 1, run_at = {now}, due_at = {now}
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING type;
+
+-- name: release_many
+-- release for a group of (id, lease_token) pairs at once; returns the ids it released.
+UPDATE {table} AS j SET
+    state = 'pending', lease_token = NULL, attempts = j.attempts - 1, run_at = {now},
+    due_at = {now}
+FROM unnest(CAST(:ids AS text[]), CAST(:lease_tokens AS text[])) AS held(id, lease_token)
+WHERE j.id = held.id AND j.lease_token = held.lease_token AND j.state = 'active'
+RETURNING j.id, j.type;
+
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
 
@@ -197,7 +224,7 @@ RETURNING 1;
 -- Run with sorting priced out (PostgresBackend.fetch_unsorted): the planner's row estimate
 -- (a few rows on a fresh table) would otherwise have it sort every match instead.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND type = COALESCE(CAST(:type AS text), type)
@@ -209,7 +236,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END)
@@ -222,7 +249,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
 

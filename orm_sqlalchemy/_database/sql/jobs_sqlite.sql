@@ -10,12 +10,12 @@
 -- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at
+    trace_context, keep_until, created_at, stalls, max_stalls
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(:run_at, :now + :delay_ms), COALESCE(:run_at, :now + :delay_ms),
-    :timeout_ms, :key, :trace_context, :keep_until, :now
+    :timeout_ms, :key, :trace_context, :keep_until, :now, 0, :max_stalls
 )
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -23,7 +23,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -38,11 +38,11 @@ RETURNING id, type;
 -- true" lets SQLite's parser tell the SELECT from the upsert clause.
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at
+    trace_context, keep_until, created_at, stalls, max_stalls
 )
 SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
     COALESCE(value ->> 4, :now + (value ->> 5)), COALESCE(value ->> 4, :now + (value ->> 5)),
-    value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now
+    value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now, 0, value ->> 10
 FROM json_each(:jobs) WHERE true
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -50,34 +50,42 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
 -- name: claim
 -- Due pending jobs and expired leases, oldest due first, in one UPDATE ... RETURNING.
--- An expired lease with no attempts left is failed instead of leased (returned as 'failed').
--- RETURNING sees only the new row, so a reclaim's token carries the mark 'r' after the attempt
--- (the random part is lowercase hex, which has none): the token stays opaque to workers.
+-- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
+-- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
+-- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
+-- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error).
+-- SET expressions read the row as it was. RETURNING sees only the new row, so a reclaim's
+-- token carries the mark 'r' after the attempt (the random part is lowercase hex, which has
+-- none): the token stays opaque to workers.
 UPDATE {table} SET
-    state = CASE WHEN state = 'active' AND attempts >= max_attempts
+    state = CASE WHEN state = 'active' AND stalls >= max_stalls
         THEN 'failed' ELSE 'active' END,
-    attempts = CASE WHEN state = 'active' AND attempts >= max_attempts
-        THEN attempts ELSE attempts + 1 END,
-    lease_token = CASE WHEN state = 'active' AND attempts >= max_attempts
-        THEN NULL ELSE (attempts + 1) || ':' || CASE WHEN state = 'active' THEN 'r' ELSE '' END
-            || lower(hex(randomblob(12))) END,
-    due_at = CASE WHEN state = 'active' AND attempts >= max_attempts
+    attempts = CASE WHEN state = 'active' THEN attempts ELSE attempts + 1 END,
+    stalls = CASE WHEN state = 'active' THEN stalls + 1 ELSE stalls END,
+    lease_token = CASE WHEN state = 'active' AND stalls >= max_stalls THEN NULL
+        WHEN state = 'active' THEN attempts || ':r' || lower(hex(randomblob(12)))
+        ELSE (attempts + 1) || ':' || lower(hex(randomblob(12))) END,
+    due_at = CASE WHEN state = 'active' AND stalls >= max_stalls
         THEN NULL ELSE :now + :lease_ms END,
-    last_error = CASE WHEN state = 'active' AND attempts >= max_attempts
-        THEN :lease_expired_error ELSE last_error END,
-    errors = CASE WHEN state = 'active' AND attempts >= max_attempts
+    last_error = CASE WHEN state = 'active' AND stalls >= max_stalls
+        THEN :stalled_head || (stalls + 1) || :stalled_middle || max_stalls || :stalled_tail
+        ELSE last_error END,
+    errors = CASE WHEN state = 'active' AND stalls >= max_stalls
         THEN CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
-            THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json_array(attempts, :now, :lease_expired_error))
-        ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now, :lease_expired_error)) END ELSE errors END,
-    finished_at = CASE WHEN state = 'active' AND attempts >= max_attempts
+            THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json_array(attempts, :now,
+                :stalled_head || (stalls + 1) || :stalled_middle || max_stalls || :stalled_tail))
+        ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now,
+                :stalled_head || (stalls + 1) || :stalled_middle || max_stalls || :stalled_tail))
+        END ELSE errors END,
+    finished_at = CASE WHEN state = 'active' AND stalls >= max_stalls
         THEN :now END,
-    expires_at = CASE WHEN state = 'active' AND attempts >= max_attempts
+    expires_at = CASE WHEN state = 'active' AND stalls >= max_stalls
         THEN max(:now + :retain_failed_ms, coalesce(keep_until, 0)) END
 WHERE id IN (
     SELECT id FROM {table}
@@ -86,7 +94,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed;
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms
@@ -120,8 +128,9 @@ WHERE state = 'active' AND (id, lease_token) IN (
 RETURNING id;
 
 -- name: retry
+-- :uncount 1 gives the attempt back (RetryLater: attempts - 1), 0 keeps it spent.
 UPDATE {table} SET
-    state = 'pending', lease_token = NULL, last_error = :error,
+    state = 'pending', lease_token = NULL, last_error = :error, attempts = attempts - :uncount,
     errors = CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
             THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json_array(attempts, :now, :error))
         ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now, :error)) END,
@@ -129,9 +138,25 @@ UPDATE {table} SET
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING type;
 
+-- name: release
+-- A held job handed back at no cost: pending, due now, the attempt it held given back.
+UPDATE {table} SET
+    state = 'pending', lease_token = NULL, attempts = attempts - 1, run_at = :now, due_at = :now
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING type;
+
+-- name: release_many
+-- release for a batch: :jobs is a JSON array of [id, lease_token] pairs; returns the ids.
+UPDATE {table} SET
+    state = 'pending', lease_token = NULL, attempts = attempts - 1, run_at = :now, due_at = :now
+WHERE state = 'active' AND (id, lease_token) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:jobs)
+)
+RETURNING id, type;
+
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
 
@@ -156,7 +181,7 @@ RETURNING 1;
 -- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
 -- one past every row): a backward range scan of the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND type = coalesce(:type, type)
@@ -168,7 +193,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END) = :listed
@@ -182,7 +207,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors
+    created_at, finished_at, trace_context, errors, stalls, max_stalls
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > :now);
 

@@ -8,11 +8,14 @@
 
 -- name: append
 -- In the app's transaction (the one statement run on the caller's session); an entry whose key
--- is present is dropped (the unique partial index on key).
+-- is present is dropped (the unique partial index on key). run_at: the :run_at given, else
+-- :delay_ms after this statement's time (NULL when neither is given: due when published).
 INSERT INTO {table} (
-    id, type, payload, key, delay_ms, created_at, available_at, attempts, trace_context
+    id, type, payload, key, delay_ms, created_at, available_at, attempts, trace_context,
+    run_at, max_attempts
 )
-VALUES (:id, :type, :payload, :key, :delay_ms, {now}, {now}, 0, :trace_context)
+VALUES (:id, :type, :payload, :key, :delay_ms, {now}, {now}, 0, :trace_context,
+    COALESCE(:run_at, {now} + :delay_ms), :max_attempts)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -30,7 +33,8 @@ WHERE id IN (
     ORDER BY available_at, id
     LIMIT :limit
 )
-RETURNING id, type, payload, key, delay_ms, created_at, attempts, lease_token, trace_context;
+RETURNING id, type, payload, key, delay_ms, created_at, attempts, lease_token, trace_context,
+    run_at, max_attempts;
 
 -- name: mark_published
 UPDATE {table} SET published_at = {now}

@@ -113,25 +113,42 @@ async def test_append_keeps_the_callers_trace_context(
     assert entries[1].trace_context is None
 
 
-async def test_a_table_of_an_older_version_is_refused_naming_the_missing_column(
-    harness: OutboxHarness,
-) -> None:
+async def _older_table(harness: OutboxHarness, *missing: str) -> SQLAlchemyTransactionManager:
+    """The outbox table of an earlier version, without the ``missing`` columns."""
     old = MetaData()
     current = outbox_schema(harness.prefix).entries
     columns = [
         Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
         for c in current.columns
-        if c.name != "trace_context"
+        if c.name not in missing
     ]
     Table(current.name, old, *columns)
     engine = harness.engine()
     async with engine.begin() as conn:
         await conn.run_sync(old.create_all)
-    tm = SQLAlchemyTransactionManager(engine)
+    return SQLAlchemyTransactionManager(engine)
+
+
+async def test_a_table_of_an_older_version_gets_the_columns_it_lacks(
+    harness: OutboxHarness,
+) -> None:
+    tm = await _older_table(harness, "trace_context", "run_at", "max_attempts")
     store = harness.store(tm)
-    with pytest.raises(StoreSchemaError, match=r"has no column 'trace_context'.*outbox store"):
+    async with tm.transaction():
+        await store.append("order.placed", {"n": 1}, delay_ms=5_000, max_attempts=4)
+    [entry] = await store.claim(10, 30_000)
+    assert (entry.max_attempts, entry.delay_ms) == (4, 5_000)
+    assert entry.run_at_ms is not None
+
+
+async def test_a_table_lacking_a_column_that_cannot_be_added_is_refused_naming_it(
+    harness: OutboxHarness,
+) -> None:
+    tm = await _older_table(harness, "available_at")  # NOT NULL, no default: a migration
+    store = harness.store(tm)
+    with pytest.raises(StoreSchemaError, match=r"has no column 'available_at'.*outbox store"):
         await store.create_schema()
-    with pytest.raises(StoreSchemaError, match="trace_context"):
+    with pytest.raises(StoreSchemaError, match="available_at"):
         async with tm.transaction():
             await store.append("order.placed", {})
 

@@ -118,6 +118,16 @@ class RedisHarness:
         self._drivers.append(driver)
         return driver
 
+    async def corrupt(self, job_id: str) -> str:
+        """Make the stored job malformed behind the driver's back (the conformance hook): a
+        NaN timeout, which a Lua number holds and cjson cannot encode. The field's name."""
+        admin = self.connect()
+        try:
+            await admin.hset(Keys(self.namespace).job(job_id), "timeout_ms", "nan")
+        finally:
+            await admin.aclose()
+        return "timeout_ms"
+
     async def cleanup(self) -> None:
         for driver in self._drivers:
             await driver.close()

@@ -53,7 +53,6 @@ async def test_a_record_key_of_the_wrong_type_is_refused(
         admin,
         driver,
         {
-            "claim": lambda: driver.claim(10, LEASE_MS, ["t"]),
             "heartbeat": lambda: driver.heartbeat(job_id, token, LEASE_MS),
             "complete": lambda: driver.complete(job_id, token),
             "retry": lambda: driver.retry(job_id, token, delay_ms=0, error="e"),
@@ -65,6 +64,12 @@ async def test_a_record_key_of_the_wrong_type_is_refused(
             "enqueue, same key": lambda: driver.enqueue(new_request(key="k")),
         },
     )
+    # A claim cannot lease it: the listing is dropped (the key, not a job, is left alone) and
+    # the other jobs are claimed as usual.
+    healthy = await driver.enqueue(new_request())
+    assert [job.id for job in await driver.claim(10, LEASE_MS, ["t"])] == [healthy]
+    assert await admin.zscore(driver.keys.ready("t"), job_id) is None
+    assert await admin.get(driver.keys.job(job_id)) == b"not a hash"
 
 
 async def test_a_record_missing_a_field_is_refused_by_every_transition(
@@ -86,12 +91,18 @@ async def test_a_record_missing_a_field_is_refused_by_every_transition(
         },
     )
     harness.clock.advance(LEASE_MS)
-    await assert_refused_without_writes(
-        admin, driver, {"reclaim": lambda: driver.claim(10, LEASE_MS, ["t"])}
-    )
+    # The reclaim fails it alone, the missing field written back plain so it reads again.
+    assert await driver.claim(10, LEASE_MS, ["t"]) == []
+    info = await driver.get_job(job_id)
+    assert info is not None
+    assert (info.state, info.attempts) == ("failed", 0)
+    assert info.last_error is not None
+    assert info.last_error.startswith("malformed job record: ")
+    assert "no attempts field" in info.last_error
+    assert await admin.zscore(driver.keys.failed, job_id) is not None
 
 
-async def test_a_pending_record_missing_its_payload_is_not_claimed(
+async def test_a_pending_record_missing_its_payload_fails_alone(
     harness: RedisHarness, admin: Redis
 ) -> None:
     driver = harness.redis_driver()
@@ -100,9 +111,15 @@ async def test_a_pending_record_missing_its_payload_is_not_claimed(
     assert healthy is not None
     assert broken is not None
     await admin.hdel(driver.keys.job(broken), "payload")
-    await assert_refused_without_writes(
-        admin, driver, {"claim": lambda: driver.claim(10, LEASE_MS, ["t"])}
+    assert [job.id for job in await driver.claim(10, LEASE_MS, ["t"])] == [healthy]
+    info = await driver.get_job(broken)
+    assert info is not None
+    assert (info.state, info.payload) == ("failed", None)
+    assert info.last_error == (
+        f"malformed job record: job record {driver.keys.job(broken)} has no payload field"
     )
+    listed = {job.id: job.state for job in (await driver.list_jobs()).jobs}
+    assert listed == {healthy: "active", broken: "failed"}
 
 
 @pytest.mark.parametrize("shared", ["pending index", "completed", "failed"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from jobs.spi import LEASE_EXPIRED_ERROR
+from jobs.spi import stalled_error
 from jobs.testing import new_request
 from redis_jobs.driver import EXPIRY_MARGIN_MS
 
@@ -50,16 +50,16 @@ async def test_keep_until_sets_the_expiry(harness: RedisHarness, admin: Redis) -
         assert keep_ms < await admin.pttl(key) <= keep_ms + EXPIRY_MARGIN_MS
 
 
-async def test_a_lease_expired_failure_expires_too(harness: RedisHarness, admin: Redis) -> None:
+async def test_a_stalled_failure_expires_too(harness: RedisHarness, admin: Redis) -> None:
     driver = harness.redis_driver(retain_failed_ms=RETAIN_MS)
-    job_id = await driver.enqueue(new_request(max_attempts=1))
+    job_id = await driver.enqueue(new_request(max_attempts=1, max_stalls=0))
     assert job_id is not None
     await driver.claim(1, LEASE_MS, ["t"])
     harness.clock.advance(LEASE_MS)
     assert await driver.claim(1, LEASE_MS, ["t"]) == []
     info = await driver.get_job(job_id)
     assert info is not None
-    assert (info.state, info.last_error) == ("failed", LEASE_EXPIRED_ERROR)
+    assert (info.state, info.last_error) == ("failed", stalled_error(1, 0))
     assert RETAIN_MS < await admin.pttl(driver.keys.job(job_id)) <= RETAIN_MS + EXPIRY_MARGIN_MS
     assert await admin.zscore(driver.keys.leased("t"), job_id) is None
     assert await admin.zscore(driver.keys.failed, job_id) is not None

@@ -71,6 +71,15 @@ class StoreHarness:
         finally:
             await engine.dispose()
 
+    async def corrupt(self, job_id: str) -> str:
+        """Make the stored job malformed behind the store's back (the conformance hook): a
+        timeout no worker can use, text on SQLite (its INTEGER column keeps it), negative on
+        PostgreSQL. The field's name."""
+        value = "nan" if not self.postgres else -5
+        statement = 'UPDATE "{table}" SET timeout_ms = :value WHERE id = :id'
+        await self.sql(statement, value=value, id=job_id)
+        return "timeout_ms"
+
     async def cleanup(self) -> None:
         for store in self._stores:
             await store.close()

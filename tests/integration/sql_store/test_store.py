@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -83,17 +84,16 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     await harness.sql(f'DROP TABLE "{harness.prefix}workers"')
     await harness.sql("ALTER TABLE {table} DROP COLUMN errors")
 
-    store = harness.store()
-    alter = f"ALTER TABLE {harness.table} ADD COLUMN errors TEXT"
-    with pytest.raises(StoreSchemaError, match=rf"has no column 'errors'.*`{alter}`"):
-        await store.create_schema()
+    unmigrated = harness.store(create_tables=False)
+    with pytest.raises(StoreSchemaError, match=r"has no column 'errors'.*ALTER TABLE .* errors"):
+        await unmigrated.enqueue(new_request())
     listing_indexes = {f"ix_{harness.table}_created", f"ix_{harness.table}_by_state"}
     tables, indexes = await listed_names(harness)
     assert tables == {harness.table}  # refused before anything was created
     assert not listing_indexes & indexes
 
-    await harness.sql(alter)
-    await store.create_schema()
+    store = harness.store()
+    await store.create_schema()  # adds the column, the indexes and the worker registry
     tables, indexes = await listed_names(harness)
     assert tables == {harness.table, f"{harness.prefix}workers"}
     assert listing_indexes <= indexes
@@ -101,6 +101,34 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     assert [job.id for job in page.jobs] == [before]
     assert page.jobs[0].errors == ()
     assert await store.list_workers() == []
+
+
+async def test_a_job_table_without_the_stall_columns_gets_them_from_create_schema(
+    harness: StoreHarness,
+) -> None:
+    """A table of the version before stalls: create_tables=False names each missing column
+    and the statement that adds it; create_schema adds them; its rows read as 0 stalls of 10."""
+    old = harness.store()
+    before = await old.enqueue(new_request())
+    await old.close()
+    for column in ("stalls", "max_stalls"):
+        await harness.sql(f"ALTER TABLE {{table}} DROP COLUMN {column}")
+    unmigrated = harness.store(create_tables=False)
+    with pytest.raises(StoreSchemaError) as refused:
+        await unmigrated.get_job(before or "")
+    message = str(refused.value)
+    assert f"table '{harness.table}' has no column 'stalls'" in message
+    assert re.search(r"`ALTER TABLE \S+ ADD COLUMN stalls INTEGER DEFAULT 0 NOT NULL`", message)
+    store = harness.store()
+    await store.create_schema()
+    info = await store.get_job(before or "")
+    assert info is not None
+    assert (info.stalls, info.max_stalls) == (0, 10)
+    [held] = await store.claim(1, LEASE_MS, ["t"])
+    harness.clock.advance(LEASE_MS)
+    [again] = await store.claim(1, LEASE_MS, ["t"])
+    assert (again.id, again.attempt, again.stalls) == (held.id, 1, 1)
+    assert (await harness.store(create_tables=False).get_job(held.id)) is not None
 
 
 async def test_a_job_table_of_the_previous_version_is_upgraded_by_create_schema(
@@ -298,14 +326,16 @@ async def test_moving_an_injected_clock_wakes_waiters(harness: StoreHarness) -> 
     await asyncio.wait_for(waiter, timeout=5)
 
 
-async def test_a_lease_expired_with_no_attempts_left_is_logged(harness: StoreHarness) -> None:
+async def test_a_job_failed_by_its_stalls_is_logged(harness: StoreHarness) -> None:
     store = harness.store()
-    job_id = await store.enqueue(new_request(max_attempts=1))
+    job_id = await store.enqueue(new_request(max_attempts=1, max_stalls=0))
     await store.claim(1, LEASE_MS, ["t"])
     harness.clock.advance(LEASE_MS)
     with captured_logs("WARNING") as records:
         assert await store.claim(1, LEASE_MS, ["t"]) == []
-    assert any(job_id in record["message"] for record in records)
+    assert any(
+        job_id in record["message"] and "max_stalls" in record["message"] for record in records
+    )
 
 
 async def test_a_duplicate_job_id_fails_alone(harness: StoreHarness) -> None:

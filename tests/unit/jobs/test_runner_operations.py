@@ -22,7 +22,6 @@ from jobs import (
     PermanentError,
     RetryLater,
 )
-from jobs.spi import LEASE_EXPIRED_ERROR
 from tests.support import captured_logs, wait_until
 
 
@@ -76,7 +75,7 @@ async def test_permanent_error_fails_the_job_at_once(rig: Rig) -> None:
     assert info.errors[0].error.startswith("PermanentError: bounced")
 
 
-async def test_retry_later_sets_the_delay_instead_of_the_backoff() -> None:
+async def test_retry_later_sets_the_delay_and_spends_no_attempt() -> None:
     clock = ManualClock()
     rig = Rig(clock)
     calls: list[int] = []
@@ -95,14 +94,19 @@ async def test_retry_later_sets_the_delay_instead_of_the_backoff() -> None:
             info = await rig.driver.get_job(job_id or "")
             return info is not None and info.state == "pending" and len(info.errors) == 1
 
+        async def pending_twice() -> bool:
+            info = await rig.driver.get_job(job_id or "")
+            return info is not None and info.state == "pending" and len(info.errors) == 2
+
         await wait_until(pending_again, message="the retry")
         info = await rig.driver.get_job(job_id or "")
         assert info is not None
         assert round(info.run_at.timestamp() * 1000) == clock.now_ms() + 60_000
         assert info.errors[0].error.startswith("RetryLater: rate limited")
+        assert info.attempts == 0  # the attempt is not spent
         clock.advance(60_000)
-        await rig.settled(job_id, "failed")  # the last attempt fails as usual
-        assert calls == [1, 2]
+        await wait_until(lambda: calls == [1, 1], message="attempt 1 again")
+        await wait_until(pending_twice, message="the second retry")  # never spent: no end
     finally:
         for runner in rig.runners:
             await runner.close()
@@ -187,7 +191,9 @@ async def test_cancelling_a_running_job_interrupts_its_handler_within_a_heartbea
 
 
 async def test_a_reclaim_past_the_handlers_max_attempts_fails_without_running() -> None:
-    """The producer stored the default 3 attempts; the handler allows 1; its worker died."""
+    """The producer stored the default 3 attempts; under a deploy whose handler allowed them,
+    attempt 1 failed and the worker running attempt 2 died; the handler now allows 1: the
+    reclaim of attempt 2 fails unrun."""
     clock = ManualClock()
     rig = Rig(clock)
     ran: list[int] = []
@@ -197,8 +203,10 @@ async def test_a_reclaim_past_the_handlers_max_attempts_fails_without_running() 
 
     job_id = await rig.queue.enqueue("charge")
     assert job_id is not None
+    [first] = await rig.driver.claim(1, 1_000, ["charge"])
+    assert await rig.driver.retry(job_id, first.lease_token, delay_ms=0, error="RuntimeError: x")
     dead = await rig.driver.claim(1, 1_000, ["charge"])  # the worker that was SIGKILLed
-    assert [job.attempt for job in dead] == [1]
+    assert [job.attempt for job in dead] == [2]
     clock.advance(1_000)
     rig.registry.register("charge", once, max_attempts=1)
     rig.runner()
@@ -206,11 +214,41 @@ async def test_a_reclaim_past_the_handlers_max_attempts_fails_without_running() 
         await rig.settled(job_id, "failed")
         info = await rig.driver.get_job(job_id)
         assert info is not None
-        assert (info.attempts, info.last_error, ran) == (2, LEASE_EXPIRED_ERROR, [])
+        assert (info.attempts, info.stalls, ran) == (2, 1, [])
+        assert info.last_error == (
+            "PermanentError: attempt 2 is past the handler's max_attempts (1): not run"
+        )
         # An operator's retry is one more attempt, and it runs.
         assert await rig.queue.retry(job_id)
         await rig.settled(job_id, "completed")
         assert ran == [3]
+    finally:
+        for runner in rig.runners:
+            await runner.close()
+
+
+async def test_a_worker_killed_on_the_last_attempt_costs_a_stall_not_the_job() -> None:
+    """The handler allows 1 attempt; the worker holding it died: the reclaim runs attempt 1
+    again (a stall), and the job completes."""
+    clock = ManualClock()
+    rig = Rig(clock)
+    ran: list[tuple[int, int]] = []
+
+    async def once(payload: Any, ctx: JobContext) -> None:
+        ran.append((ctx.attempt, ctx.max_attempts))
+
+    job_id = await rig.queue.enqueue("charge")
+    assert job_id is not None
+    dead = await rig.driver.claim(1, 1_000, ["charge"])  # the worker that was SIGKILLed
+    assert [job.attempt for job in dead] == [1]
+    clock.advance(1_000)
+    rig.registry.register("charge", once, max_attempts=1)
+    rig.runner()
+    try:
+        await rig.settled(job_id, "completed")
+        info = await rig.driver.get_job(job_id)
+        assert info is not None
+        assert (info.attempts, info.stalls, info.last_error, ran) == (1, 1, None, [(1, 1)])
     finally:
         for runner in rig.runners:
             await runner.close()

@@ -169,7 +169,7 @@ async def test_close_drains_jobs_in_flight() -> None:
     assert (await state_of(driver, queued_late))[:2] == ("pending", 0)
 
 
-async def test_a_drain_deadline_leaves_unfinished_jobs_to_their_lease() -> None:
+async def test_a_drain_deadline_hands_unfinished_jobs_back_at_no_cost() -> None:
     async def forever(payload: Any) -> None:
         await asyncio.Event().wait()
 
@@ -180,7 +180,7 @@ async def test_a_drain_deadline_leaves_unfinished_jobs_to_their_lease() -> None:
     started = time.monotonic()
     await runner.close(drain_timeout_ms=100)
     assert time.monotonic() - started < 1.0
-    assert (await state_of(driver, job_id))[:2] == ("active", 1)
+    assert (await state_of(driver, job_id))[:2] == ("pending", 0)  # released, due at once
     assert runner.in_flight == 0
 
 
