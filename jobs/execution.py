@@ -167,6 +167,14 @@ class Attempt:
     def max_attempts(self) -> int:
         return self.handler.options.max_attempts or self.job.max_attempts
 
+    @property
+    def attempt_limit(self) -> int:
+        """The limit a log line shows beside the attempt: ``max_attempts``, or, for an attempt
+        past it (only an operator's retry runs one: it grants one more, ``max_attempts =
+        attempts + 1`` on the job), the job's own, as ``jobs show`` and the dashboard say."""
+        limit = self.max_attempts
+        return self.job.max_attempts if self.job.attempt > limit else limit
+
     async def run(self) -> Outcome:
         """The body of the attempt's task."""
         self.started = time.perf_counter()
@@ -403,7 +411,7 @@ class Attempt:
             return "retry" if retried else self._refused()
         final = isinstance(error, PayloadValidationError | PermanentError)
         if final or job.attempt >= self.max_attempts:
-            log_failure(job, self.max_attempts, error, self.span)
+            log_failure(job, self.attempt_limit, error, self.span)
             failed = await settler.fail(job, error=text)
             return "failed" if failed else self._refused()
         delay_ms = self._backoff(job.attempt)

@@ -8,6 +8,10 @@ from .keys import Keys
 from .topology import RedisClient
 
 DELETE_CHUNK = 1_000
+MAX_SCANNED_FOR_NAMESPACES = 100_000
+"""``list_namespaces`` stops after this many keys scanned: a hint, never a long walk."""
+SCAN_COUNT = 1_000
+NAMESPACE_PATTERN = "{*}:types"
 
 
 async def delete_namespace(client: RedisClient, namespace: str) -> int:
@@ -27,3 +31,32 @@ async def delete_namespace(client: RedisClient, namespace: str) -> int:
     for start in range(0, len(keys), DELETE_CHUNK):
         deleted += await client.delete(*keys[start : start + DELETE_CHUNK])
     return deleted
+
+
+async def list_namespaces(client: RedisClient, limit: int = 50) -> list[str]:
+    """The namespaces with a ``{ns}:types`` set (every namespace a job was enqueued in), sorted;
+    at most ``limit``. A hint, so bounded: a plain server is scanned for at most
+    ``MAX_SCANNED_FOR_NAMESPACES`` keys (a Cluster's masters by ``scan_iter``)."""
+    found: set[str] = set()
+
+    def add(key: bytes | str) -> None:
+        text = key.decode() if isinstance(key, bytes) else key
+        name = text[1 : -len("}:types")]
+        if text.startswith("{") and text.endswith("}:types") and "}" not in name:
+            found.add(name)  # not a type's key that happens to end so ({ns}:ready:x}:types)
+
+    if isinstance(client, RedisCluster):
+        await client.nodes_manager.initialize()
+        async for key in client.scan_iter(match=NAMESPACE_PATTERN, count=SCAN_COUNT):
+            add(key)
+            if len(found) >= limit:
+                break
+        return sorted(found)[:limit]
+    cursor, scanned = 0, 0
+    while True:
+        cursor, keys = await client.scan(cursor, match=NAMESPACE_PATTERN, count=SCAN_COUNT)
+        for key in keys:
+            add(key)
+        scanned += SCAN_COUNT
+        if not cursor or len(found) >= limit or scanned >= MAX_SCANNED_FOR_NAMESPACES:
+            return sorted(found)[:limit]

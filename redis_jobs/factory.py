@@ -7,7 +7,7 @@ from typing import Any
 
 from jobs.spi import DriverFactory, JobDriver
 
-from .admin import delete_namespace
+from .admin import delete_namespace, list_namespaces
 from .driver import RedisJobDriver
 from .topology import client_from_url
 
@@ -34,5 +34,14 @@ async def drop(url: str, prefix: str) -> None:
         await client.aclose()
 
 
-FACTORY = DriverFactory(open_driver=open_driver, drop=drop, extra="redis")
+async def namespaces(url: str) -> list[str]:
+    """The namespaces holding jobs at ``url`` (``list_namespaces``)."""
+    client = client_from_url(url)
+    try:
+        return await list_namespaces(client)
+    finally:
+        await client.aclose()
+
+
+FACTORY = DriverFactory(open_driver=open_driver, drop=drop, prefixes=namespaces, extra="redis")
 """Registered for redis, rediss, unix and the +cluster/+sentinel forms."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,7 +15,6 @@ import click
 from rich.console import Group
 from rich.live import Live
 from rich.panel import Panel
-from rich.pretty import Pretty
 from rich.text import Text
 
 from ..clock import to_datetime
@@ -24,6 +24,7 @@ from ..tokens import JOB_SCHEDULER
 from .durations import format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
+from .hints import check_type_known, other_namespaces, settle_all
 from .redact import redact_keys_option
 from .render import cell_text, console, json_option, literal, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
@@ -35,7 +36,7 @@ STAT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled"
 
 async def _stats_view(target: Target) -> dict[str, Any]:
     """Per type numbers, and which types have due jobs but no live worker to run them."""
-    stats, workers = await asyncio.gather(target.queue.stats(), target.queue.workers())
+    stats, workers = await settle_all(target.queue.stats(), target.queue.workers())
     served = {job_type for worker in workers for job_type in worker.types}
     rows = []
     for job_type in sorted(stats):
@@ -90,13 +91,17 @@ def stats(as_json: bool, watch: bool, interval: float, **params: Any) -> None:
         raise CliUsageError("--watch and --json do not go together; poll with --json instead")
 
     async def work(target: Target) -> None:
-        if as_json:
-            print_json(await _stats_view(target))
+        if not watch:
+            view = await _stats_view(target)
+            hint = await other_namespaces(spec, target) if not view["types"] else None
+            if as_json:
+                print_json(view)
+            else:
+                console().print(_stats_renderable(view, target.description))
+            if hint is not None:
+                click.echo(hint, err=True)
             return
         out = console()
-        if not watch:
-            out.print(_stats_renderable(await _stats_view(target), target.description))
-            return
         if not out.is_terminal:  # a log or a pipe: one table after the other, timestamped
             while True:
                 view = await _stats_view(target)
@@ -193,6 +198,8 @@ def list_jobs(
 ) -> None:  # fmt: skip
     """Jobs newest first, a page at a time."""
 
+    spec = target_spec(params)
+
     async def work(target: Target) -> None:
         try:
             page = await target.queue.list_jobs(
@@ -200,6 +207,13 @@ def list_jobs(
             )
         except ValueError as exc:
             raise CliUsageError(str(exc)) from None
+        hint = None
+        if not page.jobs and cursor is None:
+            await check_type_known(target, job_type)
+            if state is None and job_type is None:
+                hint = await other_namespaces(spec, target)
+        if hint is not None:
+            click.echo(hint, err=True)
         if as_json:
             jobs = page.jobs
             if redact is not None:  # only --json shows payloads
@@ -231,7 +245,7 @@ def list_jobs(
         elif not rows:
             out.print("no jobs")
 
-    run_on_target(target_spec(params), work, create=False)
+    run_on_target(spec, work, create=False)
 
 
 @jobs.command("show")
@@ -274,12 +288,22 @@ def show_job(
         ]  # fmt: skip
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
-        out.print(Panel(Pretty(info.payload), title=Text("payload"), title_align="left"))
+        out.print(_json_panel("payload", info.payload))
+        result = getattr(info, "result", None)  # JobInfo.result, once workflows store it
+        if result is not None:
+            out.print(_json_panel("result", result))
         for failed in info.errors:
             title = Text(f"attempt {failed.attempt} failed at {cell_text(failed.at).plain}")
             out.print(Panel(literal(failed.error, multiline=True), title=title, title_align="left"))
 
     run_on_target(target_spec(params), work, create=False)
+
+
+def _json_panel(title: str, value: Any) -> Panel:
+    """A stored JSON value shown as JSON (as ``--json`` and the dashboard show it), indented;
+    its strings literal (control characters escaped, as everywhere)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    return Panel(literal(text, multiline=True), title=Text(title), title_align="left")
 
 
 @cli.command()

@@ -154,7 +154,7 @@ class WorkerProcess:
         except LifecycleError as exc:
             cause = exc.__cause__
             if isinstance(cause, STORE_FAILURES):
-                raise StoreError(f"starting {_one_line(exc)}") from None
+                raise StoreError(_one_line(exc)) from None  # "starting bean ... failed: ..."
             raise CliUsageError(f"APP {self.options.app!r}: {_one_line(exc)}") from None
 
     def _runner(self, context: ApplicationContext) -> JobRunner:

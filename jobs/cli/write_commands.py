@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .durations import Duration, format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
+from .hints import check_type_known, settle_all
 from .render import console, json_option, print_json
 from .running import run_on_target
 from .target import Target, id_target_options, target_options, target_spec
@@ -22,9 +23,13 @@ PURGEABLE = ("pending", "completed", "failed", "cancelled")
 
 
 async def _each(ids: list[str], action: Any, label: str, quiet: bool) -> dict[str, bool]:
-    """Apply ``action`` to every id, at most PARALLEL at once; a progress bar on a terminal."""
+    """Apply ``action`` to every id, at most PARALLEL at once; a progress bar on a terminal.
+
+    After a failure (the store went away) no new call starts; those under way end, and the
+    first error is raised (``settle_all``: no call is left running as the command exits)."""
     results: dict[str, bool] = {}
     gate = asyncio.Semaphore(PARALLEL)
+    failed = False
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     bar = console(stderr=True)
     shown = not quiet and len(ids) > 1 and bar.is_terminal
@@ -32,11 +37,18 @@ async def _each(ids: list[str], action: Any, label: str, quiet: bool) -> dict[st
         task = progress.add_task(label, total=len(ids))
 
         async def one(job_id: str) -> None:
+            nonlocal failed
             async with gate:
-                results[job_id] = await action(job_id)
+                if failed:
+                    return
+                try:
+                    results[job_id] = await action(job_id)
+                except BaseException:
+                    failed = True
+                    raise
             progress.advance(task)
 
-        await asyncio.gather(*(one(job_id) for job_id in ids))
+        await settle_all(*(one(job_id) for job_id in ids))
     return results
 
 
@@ -54,7 +66,7 @@ async def _failed_ids(target: Target, job_type: str | None) -> list[str]:
 
 
 async def _states(target: Target, ids: list[str]) -> dict[str, str]:
-    infos = await asyncio.gather(*(target.queue.get_job(job_id) for job_id in ids))
+    infos = await settle_all(*(target.queue.get_job(job_id) for job_id in ids))
     return {
         job_id: (info.state if info else "not found")
         for job_id, info in zip(ids, infos, strict=True)
@@ -91,6 +103,8 @@ def retry(
 
     async def work(target: Target) -> None:
         ids = list(dict.fromkeys(job_ids)) if job_ids else await _failed_ids(target, job_type)
+        if not ids:
+            await check_type_known(target, job_type)
         results = await _each(ids, target.queue.retry, "retrying", as_json)
         states = await _states(target, [i for i, ok in results.items() if not ok])
         _report("retried", results, states, as_json)
@@ -136,6 +150,7 @@ def purge(
         what += f" older than {format_ms(older_than)}"
 
     async def work(target: Target) -> None:
+        await check_type_known(target, job_type)
         if not yes:
             prompt = f"Delete {what} from {target.description}?"
             if not await asyncio.to_thread(click.confirm, prompt, err=True):

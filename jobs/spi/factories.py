@@ -57,13 +57,16 @@ class DriverFactory:
 
     ``open_driver(url, **options)`` makes a driver that owns its connection. ``drop(url,
     prefix)`` removes what a store wrote under an isolation prefix (tests, the chaos kit), and
-    ``open_outbox(url, prefix=...)`` opens a ``SQLOutboxSite``: both optional. ``extra`` names
-    the package extra the driver needs (for messages).
+    ``open_outbox(url, prefix=...)`` opens a ``SQLOutboxSite``, and ``prefixes(url)`` lists
+    the isolation prefixes that hold a store at ``url`` (the CLI names them when the one asked
+    for is empty): all optional. ``extra`` names the package extra the driver needs (for
+    messages).
     """
 
     open_driver: Callable[..., JobDriver]
     drop: Callable[[str, str], Awaitable[None]] | None = None
     open_outbox: Callable[..., SQLOutboxSite] | None = None
+    prefixes: Callable[[str], Awaitable[list[str]]] | None = None
     extra: str | None = None
 
     def __call__(self, url: str, **options: Any) -> JobDriver:
