@@ -45,9 +45,9 @@ def test_jobs_show_hides_the_named_keys_at_any_depth(store: tuple[StoreTarget, s
     target, job_id = store
     table = run(target, "jobs", "show", job_id, "--redact-keys", "password,cvv").stdout
     assert "hunter2" not in table
-    assert "'123'" not in table
-    assert "'password': '***'" in table
-    assert "'CVV': '***'" in table
+    assert '"123"' not in table
+    assert '"password": "***"' in table
+    assert '"CVV": "***"' in table
     assert "4242" in table
     redacted = run(target, "jobs", "show", job_id, "--json", "--redact-keys", "password")
     shown = json.loads(redacted.stdout)
