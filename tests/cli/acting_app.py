@@ -1,9 +1,13 @@
-"""Apps for the CLI answer tests: ``StartFailsApp`` has a lifecycle bean whose start fails the
-way a store that is not there does (an OSError)."""
+"""Apps for the CLI tests of issue 33: ``StartFailsApp`` has a lifecycle bean whose start fails
+the way a store that is not there does (an OSError); ``TypedApp`` a handler taking a job
+definition."""
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from framework import configuration, entry
+from jobs import define_job, job_handler
 from tests.cli.app import CliTestApp
 
 
@@ -24,3 +28,26 @@ class StartFailsApp(CliTestApp):
     @entry()
     def unreachable_service(self) -> UnreachableService:
         return UnreachableService()
+
+
+class Receipt(BaseModel):
+    invoice_id: int
+    email: str | None = None
+
+
+SEND_RECEIPT = define_job("receipt.send", Receipt, max_attempts=5)
+
+
+class ReceiptHandlers:
+    @job_handler(SEND_RECEIPT)
+    async def send(self, receipt: Receipt) -> None:
+        pass
+
+
+@configuration
+class TypedApp(CliTestApp):
+    """CliTestApp with a handler taking a job definition (``receipt.send``, model Receipt)."""
+
+    @entry()
+    def receipt_handlers(self) -> ReceiptHandlers:
+        return ReceiptHandlers()
