@@ -18,6 +18,7 @@ import heapq
 import itertools
 from collections.abc import Collection, Sequence
 
+from .audit import MemoryAuditTrail
 from .clock import Clock, ManualClock, SystemClock
 from .errors import DriverError
 from .inprocess_index import JobIndex
@@ -25,6 +26,7 @@ from .inprocess_record import JobRecord, job_info
 from .operations import decode_cursor, encode_cursor
 from .settings import Retention
 from .spi.records import (
+    AuditPage,
     ClaimedJob,
     JobInfo,
     JobPage,
@@ -67,6 +69,7 @@ class InProcessJobDriver:
         self._finished: list[_Entry] = []
         self._index = JobIndex()
         self._workers = WorkerTable(self._clock)
+        self._audit = MemoryAuditTrail(self._clock)
         self._seq = itertools.count(1)
         self._waiters: set[asyncio.Future[None]] = set()
         self._closed = False
@@ -325,6 +328,19 @@ class InProcessJobDriver:
 
     async def list_workers(self) -> list[WorkerInfo]:
         return self._workers.live()
+
+    # -- the audit trail -----------------------------------------------------------------------
+
+    async def record_action(
+        self, *, action: str, target: str, actor: str, source: str, count: int
+    ) -> None:
+        self._check_open()
+        await self._audit.record_action(
+            action=action, target=target, actor=actor, source=source, count=count
+        )
+
+    async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        return await self._audit.list_actions(limit=limit, cursor=cursor)
 
     async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
         self._check_open()

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import BaseModel
 
+from . import audit
 from . import operations as check
+from .audit import Actor
 from .definitions import JobDefinition
 from .errors import JobOptionError
 from .metrics import record_enqueued, record_enqueued_batch
@@ -27,8 +29,8 @@ from .options import (
 )
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
-from .spi.driver import JobDriver
-from .spi.records import JobInfo, JobPage, JobRequest, JobTypeStats, WorkerInfo
+from .spi.driver import AuditTrail, JobDriver
+from .spi.records import AuditPage, JobInfo, JobPage, JobRequest, JobTypeStats, WorkerInfo
 from .telemetry import (
     current_traceparent,
     enqueue_many_span,
@@ -393,44 +395,75 @@ class JobQueue:
         """The job holding idempotency ``key`` (in any state, until retention prunes it)."""
         return await self._driver.find_job(check.check_key(key))
 
-    async def retry(self, job_id: str) -> bool:
+    # Each action below is recorded in the store's audit trail (``jobs.audit``): ``actor``
+    # says who asked and through what (default: this process's user@host, source "api").
+
+    async def retry(self, job_id: str, *, actor: Actor | None = None) -> bool:
         """A failed or cancelled job runs again now, with exactly one more attempt.
 
         True if it moved; False for a job in any other state or an unknown id.
         """
-        return await self._driver.requeue(check.check_job_id(job_id))
+        moved = await self._driver.requeue(check.check_job_id(job_id))
+        await audit.record(self._driver, actor, "retry", job_id, int(moved))
+        return moved
 
-    async def retry_failed(self, type: str | None = None) -> int:
+    async def retry_failed(self, type: str | None = None, *, actor: Actor | None = None) -> int:
         """``retry`` every failed job (of ``type``); how many moved."""
         job_type = check.check_type(type) if type is not None else None
-        return await self._driver.requeue_failed(job_type)
+        moved = await self._driver.requeue_failed(job_type)
+        target = "failed jobs" + (f" of type {job_type}" if job_type else "")
+        await audit.record(self._driver, actor, "retry_failed", target, moved)
+        return moved
 
-    async def cancel(self, job_id: str) -> bool:
+    async def cancel(self, job_id: str, *, actor: Actor | None = None) -> bool:
         """A pending job is cancelled; an active one too, and its handler is interrupted.
 
         True if it was cancelled; False for a finished job or an unknown id.
         """
-        return await self._driver.cancel(check.check_job_id(job_id))
+        cancelled = await self._driver.cancel(check.check_job_id(job_id))
+        await audit.record(self._driver, actor, "cancel", job_id, int(cancelled))
+        return cancelled
 
     async def purge(
         self,
         states: Iterable[str] = ("completed",),
         type: str | None = None,
         older_than_ms: int | None = None,
+        *,
+        actor: Actor | None = None,
     ) -> int:
         """Delete jobs in ``states`` (never ``active``), freeing their keys; how many went."""
-        return await self._driver.purge(
-            check.check_purge_states(states),
-            check.check_type(type) if type is not None else None,
-            check.check_age(older_than_ms) if older_than_ms is not None else None,
-        )
+        chosen = check.check_purge_states(states)
+        job_type = check.check_type(type) if type is not None else None
+        age = check.check_age(older_than_ms) if older_than_ms is not None else None
+        count = await self._driver.purge(chosen, job_type, age)
+        target = "/".join(chosen) + " jobs" + (f" of type {job_type}" if job_type else "")
+        if age is not None:
+            target += f" older than {age} ms"
+        await audit.record(self._driver, actor, "purge", target, count)
+        return count
 
-    async def delete(self, job_id: str) -> bool:
+    async def delete(self, job_id: str, *, actor: Actor | None = None) -> bool:
         """Delete one job (any state but active), freeing its key; True if it went.
 
         False for an active job (cancel it first) or an unknown id.
         """
-        return await self._driver.delete(check.check_job_id(job_id))
+        deleted = await self._driver.delete(check.check_job_id(job_id))
+        await audit.record(self._driver, actor, "delete", job_id, int(deleted))
+        return deleted
+
+    async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        """The audit trail, newest first: who retried, cancelled, deleted or purged what.
+
+        NotImplementedError for a driver without an audit trail (``jobs.spi.AuditTrail``).
+        """
+        driver = self._driver
+        if not isinstance(driver, AuditTrail):
+            raise NotImplementedError(f"{type(driver).__name__} keeps no audit trail")
+        return await driver.list_actions(
+            limit=check.check_limit(limit),
+            cursor=check.check_cursor(cursor) if cursor is not None else None,
+        )
 
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""

@@ -134,8 +134,10 @@ class SQLAlchemyJobStore(SQLOperations):
         url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
         quoted = dialect.identifier_preparer.format_table
-        self._sql = load_statements(dialect.name, quoted(self._schema.jobs)) | load_statements(
-            dialect.name, quoted(self._schema.workers), resource="workers"
+        self._sql = (
+            load_statements(dialect.name, quoted(self._schema.jobs))
+            | load_statements(dialect.name, quoted(self._schema.workers), resource="workers")
+            | load_statements(dialect.name, quoted(self._schema.audit), resource="audit")
         )
         self._backend: Backend
         self._wakeups: PostgresWakeups | None = None

@@ -9,10 +9,22 @@ its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Collection
 from typing import Any
 
-from jobs.spi import JobInfo, JobPage, JobState, JobTypeStats, WorkerInfo, WorkerRegistration
+from jobs.spi import (
+    AUDIT_KEEP_MS,
+    AUDIT_MAX_ENTRIES,
+    AuditEntry,
+    AuditPage,
+    JobInfo,
+    JobPage,
+    JobState,
+    JobTypeStats,
+    WorkerInfo,
+    WorkerRegistration,
+)
 from jobs.spi.support import (
     Retention,
     check_age,
@@ -25,6 +37,8 @@ from jobs.spi.support import (
     check_type,
     decode_cursor,
     encode_cursor,
+    to_datetime,
+    to_epoch_ms,
 )
 
 from ._database.connections import Row
@@ -156,3 +170,42 @@ class SQLOperations:
         if not self._postgres:  # PostgreSQL deletes them in the listing's statement
             await self._fetch("prune_workers")
         return [worker_info(row) for row in await self._fetch("list_workers")]
+
+    # -- the audit trail (a <prefix>audit table; PostgreSQL trims it in the insert) ----------
+
+    async def record_action(
+        self, *, action: str, target: str, actor: str, source: str, count: int
+    ) -> None:
+        bounds = {"keep_ms": AUDIT_KEEP_MS, "max_entries": AUDIT_MAX_ENTRIES}
+        await self._fetch(
+            "record_action", id=uuid.uuid4().hex, action=action, target=target, actor=actor,
+            source=source, count=count, **(bounds if self._postgres else {}),
+        )  # fmt: skip
+        if not self._postgres:
+            await self._fetch("trim_actions", **bounds)
+
+    async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        check_limit(limit)
+        before_at, before_id = (
+            decode_cursor(check_cursor(cursor)) if cursor is not None else _PAST_EVERY_ROW
+        )
+        rows = await self._fetch(
+            "list_actions", before_at=before_at, before_id=before_id, limit=limit + 1
+        )
+        entries = [
+            AuditEntry(
+                id=str(row["id"]),
+                at=to_datetime(int(row["at"])),
+                action=str(row["action"]),
+                target=str(row["target"]),
+                actor=str(row["actor"]),
+                source=str(row["source"]),
+                count=int(row["count"]),
+            )
+            for row in rows[:limit]
+        ]
+        next_cursor = None
+        if len(rows) > limit:
+            last = entries[-1]
+            next_cursor = encode_cursor(to_epoch_ms(last.at), last.id)
+        return AuditPage(entries=entries, next_cursor=next_cursor)

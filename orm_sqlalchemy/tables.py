@@ -158,6 +158,7 @@ class JobSchema:
     jobs: Table
     notify_channel: str
     workers: Table
+    audit: Table
 
     @property
     def qualified_name(self) -> str:
@@ -232,7 +233,20 @@ def job_schema(
         schema=schema,
     )
     Index(f"ix_{table_prefix}workers_expires", workers.c.expires_at)
-    return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname), workers)
+    audit = Table(  # the operators' actions (jobs.spi.AuditTrail), bounded by the store
+        f"{table_prefix}audit",
+        metadata,
+        Column("id", String(64), primary_key=True),
+        Column("at", BigInteger, nullable=False),
+        Column("action", String(64), nullable=False),
+        Column("target", Text, nullable=False),
+        Column("actor", Text, nullable=False),
+        Column("source", String(32), nullable=False),
+        Column("count", BigInteger, nullable=False),
+        schema=schema,
+    )
+    Index(f"ix_{table_prefix}audit_at", audit.c.at, audit.c.id)
+    return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname), workers, audit)
 
 
 def check_columns(
@@ -317,7 +331,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     is seen; on SQLite inside a write transaction (the engine begins them IMMEDIATE).
     """
     postgres = engine.dialect.name == "postgresql"
-    tables = (schema.jobs, schema.workers)
+    tables = (schema.jobs, schema.workers, schema.audit)
 
     def work(connection: Connection) -> None:
         found: dict[Table, list[str] | None] = {}
@@ -325,6 +339,8 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
             columns = found[table] = column_names(connection, table)
             if columns is not None and create:
                 columns.extend(add_missing_columns(connection, table, columns))
+            if columns is None and not create and table is schema.audit:
+                continue  # a store made before the audit trail: read-only looks still work
             if columns is not None or not create:
                 check_columns(table, columns, connection=connection)
         if not create:

@@ -15,6 +15,7 @@
     {ns}:types           set     the job types ever enqueued (stats walks them)
     {ns}:workers         hash    worker id -> its registration (JSON)
     {ns}:workers:seen    zset    worker id, score = when its registration expires
+    {ns}:audit           zset    operators' actions (JSON, id first), score = at (epoch ms)
 
 States never hold ':', so ``state:<state>`` and ``state:<state>:<type>`` cannot collide.
 
@@ -54,6 +55,7 @@ class Keys:
     """The key names of one namespace."""
 
     __slots__ = (
+        "audit",
         "cancelled",
         "completed",
         "failed",
@@ -79,6 +81,7 @@ class Keys:
         self.types = self.prefix + "types"
         self.workers = self.prefix + "workers"
         self.workers_seen = self.prefix + "workers:seen"
+        self.audit = self.prefix + "audit"
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id

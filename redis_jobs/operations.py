@@ -13,11 +13,23 @@ in one script. Worker registrations live in ``{ns}:workers`` and expire with the
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from jobs.spi import JobInfo, JobPage, JobState, JobTypeStats, WorkerInfo, WorkerRegistration
-from jobs.spi.support import Retention, decode_cursor, encode_cursor, to_datetime
+from jobs.spi import (
+    AUDIT_KEEP_MS,
+    AUDIT_MAX_ENTRIES,
+    AuditEntry,
+    AuditPage,
+    JobInfo,
+    JobPage,
+    JobState,
+    JobTypeStats,
+    WorkerInfo,
+    WorkerRegistration,
+)
+from jobs.spi.support import Retention, decode_cursor, encode_cursor, to_datetime, to_epoch_ms
 
 from .keys import Keys
 from .records import fields_of, job_info
@@ -25,6 +37,9 @@ from .scripts import ScriptArg, ScriptRunner, Shared
 from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
 
 CHUNK = 500
+TIES = 100
+"""``list_actions`` reads this many more actions than a page: those of the cursor's own
+millisecond that precede it are skipped."""
 """Jobs a bulk call reads from an index and changes per round trip."""
 ANY_STATE_BUT_ACTIVE = "pending,completed,failed,cancelled"
 
@@ -174,6 +189,61 @@ class RedisOperations:
         reply = await self._scripts.call("workers", self._worker_keys(), [self._now(), "list"])
         workers = [_worker(record) for record in json.loads(reply)]
         return sorted(workers, key=lambda worker: (worker.started_at, worker.id))
+
+    # -- the audit trail: {ns}:audit, a zset by time, trimmed by each record -----------------
+
+    async def record_action(
+        self, *, action: str, target: str, actor: str, source: str, count: int
+    ) -> None:
+        self._check_open()
+        now_text = self._now()
+        if now_text:
+            now = int(now_text)
+        else:  # the store's clock, as every transition uses
+            seconds, micros = await self._client.time()
+            now = int(seconds) * 1000 + int(micros) // 1000
+        member = json.dumps(
+            {"id": uuid.uuid4().hex, "action": action, "target": target, "actor": actor,
+             "source": source, "count": count}  # the id first: ties in one ms sort by it
+        )  # fmt: skip
+        key = self._keys.audit
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zadd(key, {member: now})
+        pipe.zremrangebyscore(key, "-inf", f"({now - AUDIT_KEEP_MS}")
+        pipe.zremrangebyrank(key, 0, -(AUDIT_MAX_ENTRIES + 1))
+        pipe.pexpire(key, AUDIT_KEEP_MS)
+        await pipe.execute()
+
+    async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        self._check_open()
+        before = decode_cursor(cursor) if cursor is not None else None
+        top: str | int = "+inf" if before is None else before[0]
+        reply = await self._client.zrevrangebyscore(
+            self._keys.audit, top, "-inf", start=0, num=limit + 1 + TIES, withscores=True
+        )
+        entries = []
+        for member, score in reply:
+            record = json.loads(self._text(member))
+            at_ms = int(score)
+            if before is not None and (at_ms, record["id"]) >= before:
+                continue
+            entries.append(
+                AuditEntry(
+                    id=record["id"],
+                    at=to_datetime(at_ms),
+                    action=record["action"],
+                    target=record["target"],
+                    actor=record["actor"],
+                    source=record["source"],
+                    count=int(record["count"]),
+                )
+            )
+        page = entries[:limit]
+        next_cursor = None
+        if len(entries) > limit:
+            last = page[-1]
+            next_cursor = encode_cursor(to_epoch_ms(last.at), last.id)
+        return AuditPage(entries=page, next_cursor=next_cursor)
 
     # -- internals -----------------------------------------------------------------------------
 

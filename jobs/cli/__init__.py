@@ -7,7 +7,7 @@ imported lazily, through ``LAZY_COMMANDS``. ``target_options`` / ``target_spec``
 
 from __future__ import annotations
 
-from . import enqueue_command, read_commands, worker_command, write_commands
+from . import audit_command, enqueue_command, read_commands, worker_command, write_commands
 from .errors import CliUsageError, CommandFailed, StoreError
 from .group import LAZY_COMMANDS, NeverlostGroup, cli
 from .running import run_on_target
@@ -31,7 +31,13 @@ __all__ = [
 ]
 
 # imported to register their commands:
-_COMMAND_MODULES = (enqueue_command, read_commands, worker_command, write_commands)
+_COMMAND_MODULES = (
+    audit_command,
+    enqueue_command,
+    read_commands,
+    worker_command,
+    write_commands,
+)
 
 
 def main() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from ..audit import Actor, process_actor_name
 from .durations import Duration, format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
@@ -50,6 +52,17 @@ async def _each(ids: list[str], action: Any, label: str, quiet: bool) -> dict[st
 
         await settle_all(*(one(job_id) for job_id in ids))
     return results
+
+
+CLI_ACTOR = Actor(process_actor_name(), "cli")
+"""Who the audit trail says acted: the shell's user@host."""
+
+
+def _acting(change: Callable[..., Awaitable[bool]]) -> Callable[[str], Awaitable[bool]]:
+    async def act(job_id: str) -> bool:
+        return await change(job_id, actor=CLI_ACTOR)
+
+    return act
 
 
 async def _failed_ids(target: Target, job_type: str | None) -> list[str]:
@@ -105,7 +118,7 @@ def retry(
         ids = list(dict.fromkeys(job_ids)) if job_ids else await _failed_ids(target, job_type)
         if not ids:
             await check_type_known(target, job_type)
-        results = await _each(ids, target.queue.retry, "retrying", as_json)
+        results = await _each(ids, _acting(target.queue.retry), "retrying", as_json)
         states = await _states(target, [i for i, ok in results.items() if not ok])
         _report("retried", results, states, as_json)
 
@@ -122,7 +135,7 @@ def cancel(job_ids: tuple[str, ...], as_json: bool, **params: Any) -> None:
 
     async def work(target: Target) -> None:
         ids = list(dict.fromkeys(job_ids))
-        results = await _each(ids, target.queue.cancel, "cancelling", as_json)
+        results = await _each(ids, _acting(target.queue.cancel), "cancelling", as_json)
         states = await _states(target, [i for i, ok in results.items() if not ok])
         _report("cancelled", results, states, as_json)
 
@@ -155,7 +168,9 @@ def purge(
             prompt = f"Delete {what} from {target.description}?"
             if not await asyncio.to_thread(click.confirm, prompt, err=True):
                 raise click.Abort()
-        count = await target.queue.purge(states=states, type=job_type, older_than_ms=older_than)
+        count = await target.queue.purge(
+            states=states, type=job_type, older_than_ms=older_than, actor=CLI_ACTOR
+        )
         if as_json:
             print_json({"purged": count})
         else:

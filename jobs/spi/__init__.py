@@ -7,14 +7,18 @@ registers a ``DriverFactory`` for its URL schemes in the ``neverlost.drivers`` e
 (``docs/reference/driver-spi.md``).
 """
 
-from .driver import JobDriver, JobOperations, JobStore, WorkerRegistry
+from .driver import AuditTrail, JobDriver, JobOperations, JobStore, WorkerRegistry
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
+    AUDIT_KEEP_MS,
+    AUDIT_MAX_ENTRIES,
     DEFAULT_MAX_STALLS,
     FINISHED_STATES,
     JOB_STATES,
     MAX_ERRORS_KEPT,
+    AuditEntry,
+    AuditPage,
     ClaimedJob,
     FailedAttempt,
     JobInfo,
@@ -35,6 +39,7 @@ __all__ = [
     "JobStore",
     "JobOperations",
     "WorkerRegistry",
+    "AuditTrail",
     # records
     "JobRequest",
     "ClaimedJob",
@@ -51,6 +56,11 @@ __all__ = [
     "JobTypeStats",
     "WorkerRegistration",
     "WorkerInfo",
+    # the audit trail
+    "AuditEntry",
+    "AuditPage",
+    "AUDIT_KEEP_MS",
+    "AUDIT_MAX_ENTRIES",
     # the outbox
     "OutboxStore",
     "OutboxPublisher",

@@ -39,6 +39,7 @@ from collections.abc import Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 from .records import (
+    AuditPage,
     ClaimedJob,
     JobInfo,
     JobPage,
@@ -50,7 +51,7 @@ from .records import (
     WorkerRegistration,
 )
 
-__all__ = ["JobStore", "JobOperations", "WorkerRegistry", "JobDriver"]
+__all__ = ["JobStore", "JobOperations", "WorkerRegistry", "AuditTrail", "JobDriver"]
 
 
 @runtime_checkable
@@ -241,6 +242,26 @@ class WorkerRegistry(Protocol):
 
     async def list_workers(self) -> list[WorkerInfo]:
         """The live workers, by ``started_at``."""
+        ...
+
+
+@runtime_checkable
+class AuditTrail(Protocol):
+    """The operators' actions, kept in the store beside the jobs (``JobQueue`` records each
+    retry, cancel, delete and purge it is asked for). Every built-in driver implements it
+    (``jobs.testing`` checks it); a driver without it runs jobs, and its queue records nothing.
+    """
+
+    async def record_action(
+        self, *, action: str, target: str, actor: str, source: str, count: int
+    ) -> None:
+        """Append an action, stamped now by the store's clock with a fresh id; the store then
+        keeps at most ``AUDIT_MAX_ENTRIES`` actions, none older than ``AUDIT_KEEP_MS``."""
+        ...
+
+    async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        """One page of actions, newest first (``at`` descending, then id descending);
+        ``cursor`` a page's ``next_cursor`` (``encode_cursor(at_ms, id)``)."""
         ...
 
 

@@ -226,6 +226,41 @@ class WorkerInfo:
     last_seen: datetime
 
 
+# -- the audit trail -------------------------------------------------------------------------
+
+AUDIT_KEEP_MS = 90 * 86_400_000
+"""How long a store keeps an operator's action in its audit trail (90 days)."""
+AUDIT_MAX_ENTRIES = 10_000
+"""The most actions a store keeps; the oldest go first."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """One operator action, as the store recorded it (``at`` by the store's clock).
+
+    ``action``: retry, retry_failed, cancel, delete, purge (pause_queue, resume_queue ...);
+    ``target``: the job id, or what a bulk action chose ("failed jobs of type email.send");
+    ``actor``: who (``user@host`` on the command line, the client's address on the dashboard);
+    ``source``: cli, dashboard or api; ``count``: how many jobs it changed (0: refused).
+    """
+
+    id: str
+    at: datetime
+    action: str
+    target: str
+    actor: str
+    source: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditPage:
+    """One page of ``list_actions``, newest first; ``next_cursor`` as for ``JobPage``."""
+
+    entries: list[AuditEntry]
+    next_cursor: str | None = None
+
+
 # -- the outbox ------------------------------------------------------------------------------
 
 

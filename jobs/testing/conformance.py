@@ -18,6 +18,7 @@ from jobs.schedule import Schedule, occurrence_iso
 from jobs.scheduler import JobScheduler, PassReport
 from jobs.spi import JOB_STATES, JobDriver
 
+from .conformance_audit import AuditConformance
 from .conformance_batches import BatchConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
@@ -40,6 +41,7 @@ __all__ = [
 
 
 class DriverConformance(
+    AuditConformance,
     BatchConformance,
     OperationsConformance,
     DashboardConformance,

@@ -17,6 +17,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from ..audit import Actor
+from .audit_page import dashboard_actor
 from .guard import CSRF_FIELD, CsrfTokens, csrf_cookie
 from .links import link
 
@@ -71,7 +73,7 @@ class Actions:
                 failed=failed,
                 back=_back(request, form),
             )
-        moved = await self.source.retry_failed(job_type)
+        moved = await self.source.retry_failed(job_type, dashboard_actor(request))
         logger.info("dashboard: retried {} failed jobs of type {!r}", moved, job_type)
         scope = f"of type {job_type}" if job_type else "of every type"
         return _answer(request, form, f"{moved} failed jobs {scope} queued to run again", ok=True)
@@ -79,7 +81,7 @@ class Actions:
     async def _one(
         self,
         request: Request,
-        change: Callable[[str], Awaitable[bool]],
+        change: Callable[[str, Actor], Awaitable[bool]],
         *,
         done: str,
         refused: str,
@@ -89,7 +91,7 @@ class Actions:
         job_id = _field(form, "job_id")
         if not job_id:
             raise HTTPException(400, "the form names no job (field job_id)")
-        moved = await change(job_id)
+        moved = await change(job_id, dashboard_actor(request))
         logger.info("dashboard: {} job {!r}: {}", change.__name__, job_id, moved)
         message = f"job {job_id} {done}" if moved else f"job {job_id} {refused}: nothing changed"
         location = None

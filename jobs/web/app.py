@@ -15,6 +15,7 @@ from framework import ApplicationContext
 
 from ..queue import JobQueue
 from .actions import Actions
+from .audit_page import AuditPage
 from .guard import CsrfTokens, DashboardGuard
 from .pages import Pages
 from .render import PACKAGE_DIR, Renderer
@@ -56,11 +57,13 @@ def create_dashboard(
     )
     pages = Pages(source, renderer, redact=redact)
     actions = Actions(source, renderer, csrf)
+    audit = AuditPage(source, renderer)
     routes = [
         Route("/", pages.overview, name="overview"),
         Route("/jobs", pages.jobs, name="jobs"),
         Route("/job/{job_id:path}", pages.job, name="job"),
         Route("/schedules", pages.schedules, name="schedules"),
+        Route("/audit", audit.show, name="audit"),
         Route("/actions/retry", actions.retry, methods=["POST"], name="retry"),
         Route("/actions/cancel", actions.cancel, methods=["POST"], name="cancel"),
         Route("/actions/delete", actions.delete, methods=["POST"], name="delete"),

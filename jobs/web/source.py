@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from framework import ApplicationContext
 
+from ..audit import Actor
 from ..queue import JobQueue
 from ..schedule import Schedule
 from ..scheduler import JobScheduler
@@ -131,17 +132,17 @@ class DashboardSource:
 
     # -- acting --------------------------------------------------------------------------------
 
-    async def retry(self, job_id: str) -> bool:
-        return await self.queue.retry(job_id)
+    async def retry(self, job_id: str, actor: Actor | None = None) -> bool:
+        return await self.queue.retry(job_id, actor=actor)
 
-    async def cancel(self, job_id: str) -> bool:
-        return await self.queue.cancel(job_id)
+    async def cancel(self, job_id: str, actor: Actor | None = None) -> bool:
+        return await self.queue.cancel(job_id, actor=actor)
 
-    async def delete(self, job_id: str) -> bool:
-        return await self.queue.delete(job_id)
+    async def delete(self, job_id: str, actor: Actor | None = None) -> bool:
+        return await self.queue.delete(job_id, actor=actor)
 
-    async def retry_failed(self, job_type: str | None) -> int:
-        return await self.queue.retry_failed(type=job_type)
+    async def retry_failed(self, job_type: str | None, actor: Actor | None = None) -> int:
+        return await self.queue.retry_failed(type=job_type, actor=actor)
 
 
 def _last_occurrence(schedule: Schedule, now_ms: int) -> int | None:
