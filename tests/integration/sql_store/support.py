@@ -86,3 +86,4 @@ class StoreHarness:
         if self.postgres:
             await self.sql('DROP TABLE IF EXISTS "{table}"')
             await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}workers"')
+            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}audit"')

@@ -78,10 +78,11 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     before = await old.enqueue(new_request())
     await old.close()
     # The shape of a job table made before the operations SPI: no errors column, no listing
-    # indexes, no worker registry.
+    # indexes, no worker registry (and no audit trail, which came later).
     for index in ("created", "by_state"):
         await harness.sql(f'DROP INDEX "ix_{harness.table}_{index}"')
     await harness.sql(f'DROP TABLE "{harness.prefix}workers"')
+    await harness.sql(f'DROP TABLE "{harness.prefix}audit"')
     await harness.sql("ALTER TABLE {table} DROP COLUMN errors")
 
     unmigrated = harness.store(create_tables=False)
@@ -93,9 +94,9 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     assert not listing_indexes & indexes
 
     store = harness.store()
-    await store.create_schema()  # adds the column, the indexes and the worker registry
+    await store.create_schema()  # adds the column, the indexes, the worker registry, the trail
     tables, indexes = await listed_names(harness)
-    assert tables == {harness.table, f"{harness.prefix}workers"}
+    assert tables == {harness.table, f"{harness.prefix}workers", f"{harness.prefix}audit"}
     assert listing_indexes <= indexes
     page = await store.list_jobs(state="pending")
     assert [job.id for job in page.jobs] == [before]
