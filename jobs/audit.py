@@ -75,6 +75,14 @@ async def record(driver: object, actor: Actor | None, action: str, target: str, 
         )  # fmt: skip
 
 
+def describe_age(ms: int) -> str:
+    """``older_than_ms`` as an operator wrote it: ``7d``, ``12h``, ``30m``, ``45s``, ``500ms``."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
 class MemoryAuditTrail:
     """The reference ``AuditTrail``: entries in a list kept in (at, id) order, bounded by
     ``max_entries`` and ``keep_ms``."""

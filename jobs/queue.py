@@ -439,7 +439,7 @@ class JobQueue:
         count = await self._driver.purge(chosen, job_type, age)
         target = "/".join(chosen) + " jobs" + (f" of type {job_type}" if job_type else "")
         if age is not None:
-            target += f" older than {age} ms"
+            target += f" older than {audit.describe_age(age)}"
         await audit.record(self._driver, actor, "purge", target, count)
         return count
 

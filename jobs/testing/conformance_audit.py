@@ -107,6 +107,6 @@ class AuditConformance:
         ]
         purge = page.entries[0]
         assert (purge.action, purge.target, purge.source, purge.count) == (
-            "purge", "completed/failed jobs older than 60000 ms", "api", 0,
+            "purge", "completed/failed jobs older than 1m", "api", 0,
         )  # fmt: skip
         assert "@" in purge.actor  # this process's user@host

@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ..audit import Actor
 from .audit_page import dashboard_actor
+from .bulk import MAX_BULK, bulk
 from .guard import CSRF_FIELD, CsrfTokens, csrf_cookie
 from .links import link
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from .source import DashboardSource
 
 FETCH_HEADER = "x-dashboard-fetch"
+MAX_FORM_FIELDS = MAX_BULK + 20
 
 
 class Actions:
@@ -49,6 +51,15 @@ class Actions:
         )
 
     async def delete(self, request: Request) -> Response:
+        form = await self._checked_form(request)
+        if _field(form, "confirmed") != "yes":  # the script asked already; a plain form asks here
+            job_id = _field(form, "job_id")
+            if not job_id:
+                raise HTTPException(400, "the form names no job (field job_id)")
+            return self.renderer.page(
+                request, "confirm_delete.html", nav="", job_ids=[job_id],
+                back=_back(request, form), action_url="bulk",
+            )  # fmt: skip
         return await self._one(
             request,
             self.source.delete,
@@ -56,6 +67,9 @@ class Actions:
             refused="is active or already gone",
             gone=True,
         )
+
+    async def bulk(self, request: Request) -> Response:
+        return await bulk(self, request)
 
     async def retry_failed(self, request: Request) -> Response:
         form = await self._checked_form(request)
@@ -95,12 +109,13 @@ class Actions:
         logger.info("dashboard: {} job {!r}: {}", change.__name__, job_id, moved)
         message = f"job {job_id} {done}" if moved else f"job {job_id} {refused}: nothing changed"
         location = None
-        if moved and gone:
+        back = _back(request, form)
+        if moved and gone and "/job/" in back:  # its own page is gone: to the list
             location = link(request, "jobs")
         return _answer(request, form, message, ok=moved, location=location)
 
     async def _checked_form(self, request: Request) -> FormData:
-        form = await request.form()
+        form = await request.form(max_fields=MAX_FORM_FIELDS)
         if not self.csrf.check(csrf_cookie(request), _field(form, CSRF_FIELD)):
             raise HTTPException(
                 403,

@@ -68,6 +68,7 @@ def create_dashboard(
         Route("/actions/cancel", actions.cancel, methods=["POST"], name="cancel"),
         Route("/actions/delete", actions.delete, methods=["POST"], name="delete"),
         Route("/actions/retry-failed", actions.retry_failed, methods=["POST"], name="retry_failed"),
+        Route("/actions/bulk", actions.bulk, methods=["POST"], name="bulk"),
         Mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static"),
     ]
     return Starlette(

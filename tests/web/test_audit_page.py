@@ -21,7 +21,8 @@ async def test_dashboard_actions_are_recorded_and_shown_on_the_audit_page(
         headers = {"X-Dashboard-Fetch": "1"}
         body = {"job_id": job_id, "csrf_token": token}
         assert (await client.post("/actions/cancel", data=body, headers=headers)).json()["ok"]
-        assert (await client.post("/actions/delete", data=body, headers=headers)).json()["ok"]
+        confirmed = {**body, "confirmed": "yes"}
+        assert (await client.post("/actions/delete", data=confirmed, headers=headers)).json()["ok"]
         page = await client.get("/audit")
     entries = (await queue.list_actions()).entries
     assert [(e.action, e.target, e.source, e.count) for e in entries[:2]] == [

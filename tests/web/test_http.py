@@ -303,6 +303,12 @@ async def test_delete_removes_a_job_and_sends_the_page_to_the_list(queue: JobQue
     async with client_for(create_dashboard(queue, allow_actions=True)) as client:
         token = await csrf_token(client)
         body = {"job_id": job_id, "csrf_token": token, "next": f"/job/{job_id}"}
+        asked = await client.post("/actions/delete", data=body)  # no confirmed=yes: it asks
+        assert asked.status_code == 200
+        assert "Delete job" in asked.text
+        assert 'name="confirmed" value="yes"' in asked.text
+        assert await queue.get_job(job_id) is not None
+        body["confirmed"] = "yes"
         deleted = await client.post(
             "/actions/delete", data=body, headers={"X-Dashboard-Fetch": "1"}
         )

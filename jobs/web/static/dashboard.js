@@ -34,10 +34,13 @@
       if (response.status === 404) { say("This job no longer exists (deleted or pruned).", false); return; }
       if (!response.ok) { setStatus("offline"); return; }
       const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+      const picked = new Set(Array.from(document.querySelectorAll("input[data-pick]:checked"), (box) => box.value));
       for (const region of document.querySelectorAll("[data-live][id]")) {
         const next = fresh.getElementById(region.id);
         if (next && next.outerHTML !== region.outerHTML) region.replaceWith(document.adoptNode(next));
       }
+      for (const box of document.querySelectorAll("input[data-pick]")) box.checked = picked.has(box.value);
+      countPicked();
       document.body.dataset.refreshedAt = String(Date.now());
       setStatus(paused ? "paused" : "live");
     } catch (error) {
@@ -47,17 +50,42 @@
     }
   }
 
+  // Multi-select on a job list: the boxes survive the live refresh (kept by job id above).
+  function countPicked() {
+    const count = document.querySelectorAll("input[data-pick]:checked").length;
+    const label = document.querySelector("[data-testid=selected-count]");
+    if (label) label.textContent = `${count} selected`;
+    const all = document.querySelector("input[data-pick-all]");
+    const boxes = document.querySelectorAll("input[data-pick]").length;
+    if (all) all.checked = boxes > 0 && count === boxes;
+  }
+
+  document.addEventListener("change", (event) => {
+    const box = event.target;
+    if (!(box instanceof HTMLInputElement)) return;
+    if (box.hasAttribute("data-pick-all")) {
+      for (const each of document.querySelectorAll("input[data-pick]")) each.checked = box.checked;
+    }
+    if (box.hasAttribute("data-pick") || box.hasAttribute("data-pick-all")) countPicked();
+  });
+
   document.addEventListener("submit", async (event) => {
     const form = event.target;
     if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-action")) return;
     event.preventDefault();
-    const question = form.dataset.confirm;
+    const submitter = event.submitter instanceof HTMLButtonElement ? event.submitter : null;
+    if (form.hasAttribute("data-bulk") && !document.querySelector("input[data-pick]:checked")) {
+      say("No job selected: tick the jobs first.", false);
+      return;
+    }
+    const question = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
     if (question && !window.confirm(question)) return;
-    const body = new FormData(form);
+    const body = new FormData(form, submitter);
     if (question) body.set("confirmed", "yes");
     for (const button of form.querySelectorAll("button")) button.disabled = true;
     try {
-      const response = await fetch(form.action, {
+      // getAttribute: a field named "action" (the bulk form's buttons) hides form.action
+      const response = await fetch(form.getAttribute("action") || location.href, {
         method: "POST", body, credentials: "same-origin", headers: { "X-Dashboard-Fetch": "1" },
       });
       const contentType = response.headers.get("content-type") || "";
@@ -68,6 +96,9 @@
       const answer = await response.json();
       if (answer.location) { location.assign(answer.location); return; }
       say(answer.message, answer.ok);
+      if (form.hasAttribute("data-bulk") && answer.ok) {
+        for (const box of document.querySelectorAll("input[data-pick]")) box.checked = false;
+      }
       await refresh(true);
     } catch (error) {
       say(`The action did not reach the server: ${error}`, false);
