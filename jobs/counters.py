@@ -37,9 +37,9 @@ class OutcomeTally:
     """What a runner counted since its last flush: (type, outcome) -> numbers.
 
     ``add`` is on every execution's path, so it is a dict update and nothing else (measured:
-    reading a clock per job cost the in-process drain some 8 %; as it is, 2-4 %, within the noise on SQLite); the minute is stamped when
-    the tally is drained, every heartbeat interval: a count lands in the minute of its flush,
-    at most one interval late."""
+    reading a clock per job cost the in-process drain some 8 %; as it is, 2-4 %, and within
+    the noise on SQLite); the minute is stamped when the tally is drained, every heartbeat
+    interval: a count lands in the minute of its flush, at most one interval late."""
 
     __slots__ = ("_clock", "_rows")
 
