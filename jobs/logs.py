@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 from opentelemetry import trace
 
+from ._compat import loguru_patcher
+
 if TYPE_CHECKING:
     from loguru import Record
 
@@ -63,9 +65,10 @@ def _install(patcher: Any) -> None:
     """Make ``patcher`` loguru's (global) patcher, after one the application set, once.
 
     ``logger.configure(patcher=...)`` replaces the patcher; the one in place is read from the
-    logger's core (not public API: should a loguru version move it, ours is set alone).
+    logger's core (``_compat.loguru_patcher``, not public API: should a loguru version move
+    it, ours is set alone).
     """
-    previous = getattr(getattr(logger, "_core", None), "patcher", None)
+    previous = loguru_patcher(logger)
     if previous is patcher or getattr(previous, "__wrapped__", None) is patcher:
         return
     if previous is None:

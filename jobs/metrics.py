@@ -38,8 +38,8 @@ from loguru import logger
 from opentelemetry import metrics
 from opentelemetry.environment_variables import OTEL_PYTHON_METER_PROVIDER
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.metrics import _internal as _metrics_api
 
+from ._compat import meter_provider_unset
 from .spi.driver import JobDriver
 from .spi.records import JOB_STATES, JobRequest, JobTypeStats
 
@@ -78,21 +78,19 @@ _published = _meter.create_counter(
 )
 
 T = TypeVar("T")
-_UNKNOWN = object()
 _PROVIDER_FROM_ENV = OTEL_PYTHON_METER_PROVIDER in os.environ
 _metering = False
-_API_GLOBAL = hasattr(_metrics_api, "_METER_PROVIDER")
 
 
 def metering() -> bool:
     """Whether a meter provider is set (one set after import included: the API then gives the
     instruments above real ones). Until then the answer is the API module's global, an
-    attribute read: the instruments' no-op calls and their attribute dicts cost about 1 us a
-    job. Should that private global go in a later API version, every call records."""
+    attribute read (``_compat.meter_provider_unset``): the instruments' no-op calls and their
+    attribute dicts cost about 1 us a job. Should that private global go in a later API
+    version, every call records."""
     global _metering
     if not _metering:
-        provider = _metrics_api._METER_PROVIDER if _API_GLOBAL else _UNKNOWN
-        _metering = provider is not None or _PROVIDER_FROM_ENV
+        _metering = not meter_provider_unset() or _PROVIDER_FROM_ENV
     return _metering
 
 

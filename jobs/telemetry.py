@@ -36,6 +36,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from ._compat import tracer_provider_unset
 from .redaction import redact_text
 from .spi.records import ClaimedJob, JobRequest
 
@@ -53,7 +54,6 @@ MESSAGING_SYSTEM = "neverlost"
 _NO_SDK = (ProxyTracerProvider, NoOpTracerProvider)
 _sdk_installed = False
 _PROVIDER_FROM_ENV = OTEL_PYTHON_TRACER_PROVIDER in os.environ
-_API_GLOBAL = hasattr(trace, "_TRACER_PROVIDER")
 """Read once: OpenTelemetry reads the variable at the first ``get_tracer_provider()``."""
 
 
@@ -93,14 +93,15 @@ def tracing() -> bool:
     provider, once set, stays (OpenTelemetry allows one per process), so that is kept.
 
     Asked on every enqueue and every attempt, so while none is set the answer comes from the
-    API module's global (an attribute read) rather than ``get_tracer_provider()``, which looks
-    the environment up each time (about 1 us, the costliest part of a no-op job's telemetry).
-    Should that private global go in a later API version, the public call is made instead.
+    API module's global (an attribute read, ``_compat.tracer_provider_unset``) rather than
+    ``get_tracer_provider()``, which looks the environment up each time (about 1 us, the
+    costliest part of a no-op job's telemetry). Should that private global go in a later API
+    version, the public call is made instead.
     """
     global _sdk_installed
     if _sdk_installed:
         return True
-    if _API_GLOBAL and trace._TRACER_PROVIDER is None and not _PROVIDER_FROM_ENV:
+    if tracer_provider_unset() and not _PROVIDER_FROM_ENV:
         return False  # none set yet (one set later is seen at the next call)
     _sdk_installed = not isinstance(trace.get_tracer_provider(), _NO_SDK)
     return _sdk_installed

@@ -47,6 +47,7 @@ from redis.asyncio.cluster import ClusterPipeline
 
 from jobs.errors import DriverError
 
+from ._compat import ready_queue_empty
 from .errors import ReplicationTimeoutError, refusal, translate
 from .library import LIBRARY, SCRIPT_NAMES, Library
 from .topology import Topology
@@ -236,7 +237,7 @@ class ScriptRunner:
         else:
             jobs.append(_Job(keys, args, future))
         if lead:
-            await self._lead(future, _last_of_tick(loop))
+            await self._lead(future, ready_queue_empty(loop))
         return await future
 
     async def _lead(self, future: asyncio.Future[Any], last: bool) -> None:
@@ -517,16 +518,6 @@ def _given(job: _Given, keys: list[str], args: list[ScriptArg]) -> None:
     """``Parts`` of a job given as its (keys, args)."""
     keys += job[0]
     args += job[1]
-
-
-def _last_of_tick(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether no callback is queued in ``loop`` (asyncio's ready queue, ``_ready``, empty):
-    then none runs before the running task's next step (I/O and timer callbacks of the next
-    pass are queued after it), so no call can join its call and the pass it would wait is
-    spent for nothing: measured (callgrind), ~20k of ~340k client instructions a one-by-one
-    enqueue. A loop without that attribute (uvloop) always waits the pass."""
-    ready = getattr(loop, "_ready", None)
-    return ready is not None and not ready
 
 
 def _not_found(reply: Any) -> bool:

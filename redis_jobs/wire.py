@@ -42,6 +42,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 
+from ._compat import stream_writer
 from .topology import RedisClient
 
 Arg = str | int | float | bytes
@@ -166,13 +167,13 @@ async def send(connection: AbstractConnection, data: bytes) -> None:
     and the claim's between an enqueue and its handler's start (callgrind: 738k instructions
     for that window without them, 875k with). So on 3.11 a connected connection without
     health checks is written to here, through its stream writer (redis-py's own attribute, not
-    public API), as redis-py writes without a socket timeout; the drain, which can wait only
-    when the socket took less than all of the bytes, is bounded by the socket timeout as
-    redis-py bounds the send, and a failed or cut-short send disconnects and raises as
-    redis-py's does. Python 3.12's ``wait_for`` runs no task: there the send is redis-py's, as it
-    is on a redis-py whose connections have no such attribute.
+    public API: ``_compat.stream_writer``), as redis-py writes without a socket timeout; the
+    drain, which can wait only when the socket took less than all of the bytes, is bounded by
+    the socket timeout as redis-py bounds the send, and a failed or cut-short send disconnects
+    and raises as redis-py's does. Python 3.12's ``wait_for`` runs no task: there the send is
+    redis-py's, as it is on a redis-py whose connections have no such attribute.
     """
-    writer = getattr(connection, "_writer", None) if DIRECT_SEND else None
+    writer = stream_writer(connection) if DIRECT_SEND else None
     if writer is None or writer.transport.is_closing() or connection.health_check_interval:
         await connection.send_packed_command(data)
         return

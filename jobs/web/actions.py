@@ -15,11 +15,14 @@ from loguru import logger
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import Response
 
 from ..audit import Actor
 from .audit_page import dashboard_actor
 from .bulk import MAX_BULK, bulk
+from .forms import answer as _answer
+from .forms import back as _back
+from .forms import field as _field
 from .guard import CSRF_FIELD, CsrfTokens, csrf_cookie
 from .links import link
 
@@ -27,7 +30,6 @@ if TYPE_CHECKING:
     from .render import Renderer
     from .source import DashboardSource
 
-FETCH_HEADER = "x-dashboard-fetch"
 MAX_FORM_FIELDS = MAX_BULK + 20
 
 
@@ -69,7 +71,7 @@ class Actions:
         )
 
     async def bulk(self, request: Request) -> Response:
-        return await bulk(self, request)
+        return await bulk(request, await self._checked_form(request), self.source, self.renderer)
 
     async def retry_failed(self, request: Request) -> Response:
         form = await self._checked_form(request)
@@ -122,25 +124,3 @@ class Actions:
                 "missing or stale CSRF token: reload the dashboard page and submit again",
             )
         return form
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
-
-
-def _back(request: Request, form: FormData) -> str:
-    """Where to return: the form's ``next`` if it is a path inside this dashboard, else its root."""
-    root = request.scope.get("root_path", "")
-    target = _field(form, "next")
-    if target.startswith(f"{root}/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return f"{root}/"
-
-
-def _answer(
-    request: Request, form: FormData, message: str, *, ok: bool, location: str | None = None
-) -> Response:
-    if request.headers.get(FETCH_HEADER):
-        return JSONResponse({"ok": ok, "message": message, "location": location})
-    return RedirectResponse(location or _back(request, form), status_code=303)

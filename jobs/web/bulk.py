@@ -19,10 +19,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .audit_page import dashboard_actor
+from .forms import answer, back, field
 from .links import link
 
 if TYPE_CHECKING:
-    from .actions import Actions
+    from .render import Renderer
+    from .source import DashboardSource
 
 MAX_BULK = 200
 """Jobs one bulk action changes at most (a job list page holds up to 200)."""
@@ -39,27 +41,27 @@ def job_ids(form: FormData) -> list[str]:
     return list(dict.fromkeys(job_id for job_id in ids if job_id))
 
 
-async def bulk(actions: Actions, request: Request) -> Response:
-    from .actions import _answer, _back, _field  # one module's helpers, shared
-
-    form = await actions._checked_form(request)
-    action = _field(form, "action")
+async def bulk(
+    request: Request, form: FormData, source: DashboardSource, renderer: Renderer
+) -> Response:
+    """One bulk action on the jobs ticked in ``form`` (its CSRF token already checked)."""
+    action = field(form, "action")
     if action not in VERBS:
         raise HTTPException(400, f"unknown action {action!r}: use one of {', '.join(VERBS)}")
     ids = job_ids(form)
     if not ids:
-        return _answer(request, form, "No job selected: tick the jobs first", ok=False)
+        return answer(request, form, "No job selected: tick the jobs first", ok=False)
     if len(ids) > MAX_BULK:
         raise HTTPException(400, f"{len(ids)} jobs selected; one action takes {MAX_BULK} at most")
-    if action == "delete" and _field(form, "confirmed") != "yes":
-        return actions.renderer.page(
-            request, "confirm_delete.html", nav="", job_ids=ids, back=_back(request, form),
+    if action == "delete" and field(form, "confirmed") != "yes":
+        return renderer.page(
+            request, "confirm_delete.html", nav="", job_ids=ids, back=back(request, form),
             action_url="bulk",
         )  # fmt: skip
     change = {
-        "retry": actions.source.retry,
-        "cancel": actions.source.cancel,
-        "delete": actions.source.delete,
+        "retry": source.retry,
+        "cancel": source.cancel,
+        "delete": source.delete,
     }[action]
     actor = dashboard_actor(request)
     moved = [job_id for job_id in ids if await change(job_id, actor)]
@@ -69,6 +71,6 @@ async def bulk(actions: Actions, request: Request) -> Response:
     if len(moved) < len(ids):
         message += f"; {len(ids) - len(moved)} {refused}: unchanged"
     location = None
-    if action == "delete" and moved and "/job/" in _back(request, form):
+    if action == "delete" and moved and "/job/" in back(request, form):
         location = link(request, "jobs")  # the page it came from was a deleted job's
-    return _answer(request, form, message, ok=bool(moved), location=location)
+    return answer(request, form, message, ok=bool(moved), location=location)

@@ -14,9 +14,10 @@ import asyncio
 import os
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from sqlalchemy import URL, Connection, Engine, TextClause, text
+from sqlalchemy import URL, Connection, Engine, Table, TextClause, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
 
 from jobs.spi.support import redact_url
@@ -24,17 +25,31 @@ from jobs.spi.support import redact_url
 from ..tables import lock_for_creation_sync
 from .app_commits import SyncNotifier, after_connection_commit, after_session_commit
 
-if TYPE_CHECKING:
-    from ..outbox import SQLAlchemyOutboxStore
+__all__ = ["AppAppends", "OutboxHost", "other_database"]
 
-__all__ = ["AppAppends", "other_database"]
+
+class OutboxHost(Protocol):
+    """What ``AppAppends`` reads of the outbox store it serves (``SQLAlchemyOutboxStore``):
+    named here so this module does not import the store's (which imports this one)."""
+
+    @property
+    def _engine(self) -> AsyncEngine: ...
+    @property
+    def _table(self) -> Table: ...
+    @property
+    def _schema_ready(self) -> bool: ...
+    @property
+    def _closed(self) -> bool: ...
+    def _create_and_check(self, connection: Connection) -> None: ...
+    def _mark_schema_ready(self) -> None: ...
+    def _on_commit(self) -> None: ...
 
 
 class AppAppends:
     """``append_in`` for one store (its private state is the store's, read here)."""
 
     def __init__(
-        self, store: SQLAlchemyOutboxStore, statement: str, *, channel: str | None
+        self, store: OutboxHost, statement: str, *, channel: str | None
     ) -> None:
         self._store = store
         self._statement: TextClause = text(statement)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._compat import asyncpg_argument_error
+
 
 class _NotInstalled(Exception):
     """Stands for every asyncpg exception class while asyncpg is not installed."""
@@ -32,7 +34,7 @@ def _classes() -> dict[str, Any]:
         "UndefinedColumnError": exceptions.UndefinedColumnError,
         "UniqueViolationError": exceptions.UniqueViolationError,
         "DataError": exceptions.DataError,  # class 22: a value out of range, not its type
-        "ArgumentError": exceptions._base.DataError,  # an argument asyncpg cannot encode
+        "ArgumentError": asyncpg_argument_error(asyncpg),  # an argument asyncpg cannot encode
     }
 
 
