@@ -3,6 +3,7 @@ finished job leaves the last hour's bars as they were."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jobs import InProcessJobDriver, JobHandlerRegistry, JobQueue, JobRunner
@@ -38,7 +39,13 @@ async def test_the_chart_survives_a_purge() -> None:
     await wait_until(settled, message="the runner to settle the jobs")
     await runner.close()  # hands its counts to the store
     assert await queue.purge(("completed", "failed")) == 4
+    await queue.enqueue("c.ok", {"n": 9}, delay_ms=60_000)  # the type listed again, by a job
     async with client_for(create_dashboard(queue)) as client:
         page = await client.get("/")
     assert 'data-testid="throughput-completed">3<' in page.text
     assert 'data-testid="throughput-failed">1<' in page.text
+    runtime = re.search(
+        r'<tr data-type="c.ok">.*?data-column="runtime">([^<]*)<', page.text, re.S
+    )
+    assert runtime is not None
+    assert runtime.group(1) == "≤ 10 ms / ≤ 10 ms"  # no-op runs: the first bucket
