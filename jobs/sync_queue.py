@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import BaseModel
 
+from .audit import Actor
 from .definitions import JobDefinition
 from .queue import JobQueue, NewJob
 from .settings import JobsSettings
@@ -187,25 +188,29 @@ class SyncJobQueue:
     def workers(self) -> list[WorkerInfo]:
         return self._call(self._queue.workers)
 
-    def retry(self, job_id: str) -> bool:
-        return self._call(self._queue.retry, job_id)
+    # ``actor``: who acts, for the store's audit trail (``jobs.audit``), as on JobQueue.
 
-    def retry_failed(self, type: str | None = None) -> int:
-        return self._call(self._queue.retry_failed, type)
+    def retry(self, job_id: str, *, actor: Actor | None = None) -> bool:
+        return self._call(self._queue.retry, job_id, actor=actor)
 
-    def cancel(self, job_id: str) -> bool:
-        return self._call(self._queue.cancel, job_id)
+    def retry_failed(self, type: str | None = None, *, actor: Actor | None = None) -> int:
+        return self._call(self._queue.retry_failed, type, actor=actor)
 
-    def delete(self, job_id: str) -> bool:
-        return self._call(self._queue.delete, job_id)
+    def cancel(self, job_id: str, *, actor: Actor | None = None) -> bool:
+        return self._call(self._queue.cancel, job_id, actor=actor)
+
+    def delete(self, job_id: str, *, actor: Actor | None = None) -> bool:
+        return self._call(self._queue.delete, job_id, actor=actor)
 
     def purge(
         self,
         states: Iterable[str] = ("completed",),
         type: str | None = None,
         older_than_ms: int | None = None,
+        *,
+        actor: Actor | None = None,
     ) -> int:
-        return self._call(self._queue.purge, list(states), type, older_than_ms)
+        return self._call(self._queue.purge, list(states), type, older_than_ms, actor=actor)
 
     # -- closing -------------------------------------------------------------------------------
 

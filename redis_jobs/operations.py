@@ -34,6 +34,7 @@ from jobs.spi import (
 )
 from jobs.spi.support import Retention, decode_cursor, encode_cursor, to_datetime, to_epoch_ms
 
+from .errors import translate_errors
 from .keys import Keys
 from .records import fields_of, job_info
 from .scripts import ScriptArg, ScriptRunner, Shared
@@ -196,6 +197,10 @@ class RedisOperations:
     # -- outcome counters: {ns}:counts:<minute> hashes, indexed by the {ns}:counts zset -------
 
     async def add_counts(self, counts: Sequence[OutcomeCount]) -> None:
+        with translate_errors():  # a Redis that is down: StoreUnavailableError, as elsewhere
+            await self._add_counts(counts)
+
+    async def _add_counts(self, counts: Sequence[OutcomeCount]) -> None:
         self._check_open()
         if not counts:
             return
@@ -215,6 +220,10 @@ class RedisOperations:
         await pipe.execute()
 
     async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
+        with translate_errors():
+            return await self._read_counts(since_ms, job_type)
+
+    async def _read_counts(self, since_ms: int, job_type: str | None) -> list[OutcomeCount]:
         self._check_open()
         minutes = [
             int(self._text(m))
@@ -251,6 +260,12 @@ class RedisOperations:
     async def record_action(
         self, *, action: str, target: str, actor: str, source: str, count: int
     ) -> None:
+        with translate_errors():
+            await self._record_action(action, target, actor, source, count)
+
+    async def _record_action(
+        self, action: str, target: str, actor: str, source: str, count: int
+    ) -> None:
         self._check_open()
         now_text = self._now()
         if now_text:
@@ -271,6 +286,10 @@ class RedisOperations:
         await pipe.execute()
 
     async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        with translate_errors():
+            return await self._list_actions(limit, cursor)
+
+    async def _list_actions(self, limit: int, cursor: str | None) -> AuditPage:
         self._check_open()
         before = decode_cursor(cursor) if cursor is not None else None
         top: str | int = "+inf" if before is None else before[0]
