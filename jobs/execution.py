@@ -36,6 +36,7 @@ from loguru import logger
 
 from .clock import to_datetime
 from .context import AbortSignal, JobContext
+from .counters import OutcomeTally
 from .errors import (
     HandlerExitError,
     JobOptionError,
@@ -89,6 +90,8 @@ class AttemptServices:
     on_detach: Callable[[Attempt], None]
     on_handler_done: Callable[[Attempt], None] = lambda attempt: None
     """Called when the handler returned (before the settle): its slot may take the next job."""
+    tally: OutcomeTally | None = None
+    """Where the outcome and runtime of each execution are counted (``jobs.counters``)."""
 
 
 class Attempt:
@@ -393,6 +396,9 @@ class Attempt:
         else:
             outcome = await self._settle(error)
         if self.span is None and not metering():
+            tally = self.services.tally
+            if tally is not None:  # the runtime counted in memory (jobs.counters): no I/O here
+                tally.add(self.job.type, outcome, (time.perf_counter() - self.started) * 1000)
             return outcome
         return self._ended(outcome, error)
 
@@ -455,9 +461,14 @@ class Attempt:
 
     def _ended(self, outcome: Outcome, error: BaseException | None) -> Outcome:
         span = self.span
+        tally = self.services.tally
         if span is None and not metering():
+            if tally is not None:
+                tally.add(self.job.type, outcome, (time.perf_counter() - self.started) * 1000)
             return outcome
         duration_ms = (time.perf_counter() - self.started) * 1000
+        if tally is not None:
+            tally.add(self.job.type, outcome, duration_ms)
         if span is not None:
             end_span(span, outcome, duration_ms, error)
         record_execution(self.job.type, outcome, duration_ms)

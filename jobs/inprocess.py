@@ -20,6 +20,7 @@ from collections.abc import Collection, Sequence
 
 from .audit import MemoryAuditTrail
 from .clock import Clock, ManualClock, SystemClock
+from .counters import MemoryCounters
 from .errors import DriverError
 from .inprocess_index import JobIndex
 from .inprocess_record import JobRecord, job_info
@@ -34,6 +35,7 @@ from .spi.records import (
     JobState,
     JobStateCounts,
     JobTypeStats,
+    OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
     stalled_error,
@@ -70,6 +72,7 @@ class InProcessJobDriver:
         self._index = JobIndex()
         self._workers = WorkerTable(self._clock)
         self._audit = MemoryAuditTrail(self._clock)
+        self._counters = MemoryCounters(self._clock)
         self._seq = itertools.count(1)
         self._waiters: set[asyncio.Future[None]] = set()
         self._closed = False
@@ -341,6 +344,15 @@ class InProcessJobDriver:
 
     async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
         return await self._audit.list_actions(limit=limit, cursor=cursor)
+
+    # -- outcome counters ----------------------------------------------------------------------
+
+    async def add_counts(self, counts: Sequence[OutcomeCount]) -> None:
+        self._check_open()
+        await self._counters.add_counts(counts)
+
+    async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
+        return await self._counters.read_counts(since_ms, job_type)
 
     async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
         self._check_open()

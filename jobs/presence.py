@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 from loguru import logger
 
+from . import counters
+from .counters import OutcomeTally
 from .service import BackgroundService
 from .spi.driver import JobDriver
 from .spi.records import WorkerRegistration
@@ -41,9 +43,13 @@ class WorkerPresence(BackgroundService):
         heartbeat_ms: int,
         describe: Callable[[], WorkerRegistration],
         supervisor: Supervisor,
+        *,
+        tally: OutcomeTally | None = None,
     ) -> None:
         super().__init__(driver, supervisor=supervisor)
         self.driver = driver
+        self.tally = tally
+        self._counting_fails = False
         self.heartbeat_ms = heartbeat_ms
         self.describe = describe
         self._registered = False
@@ -63,6 +69,7 @@ class WorkerPresence(BackgroundService):
     async def _on_close(self) -> None:
         """Stop refreshing and remove the record (best effort: it expires anyway)."""
         await self._supervisor.close(PRESENCE_LOOP)
+        await self.flush_counts()
         if self._registered:
             self._registered = False
             with contextlib.suppress(Exception):
@@ -78,8 +85,21 @@ class WorkerPresence(BackgroundService):
         return self.ttl_ms
 
     async def refresh(self) -> None:
+        await self.flush_counts()
         await self.driver.register_worker(self.describe(), self.ttl_ms)
         self._registered = True
+
+    async def flush_counts(self) -> None:
+        """Hand what the runner counted to the store (``jobs.counters``); a failure is logged
+        once per streak, the counts kept for the next interval."""
+        if self.tally is None:
+            return
+        try:
+            await counters.flush(self.tally, self.driver)
+            self._counting_fails = False
+        except Exception as exc:
+            counters.log_flush_failure(exc, self._counting_fails)
+            self._counting_fails = True
 
     async def _run(self) -> None:
         failing = False

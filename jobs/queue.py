@@ -29,8 +29,16 @@ from .options import (
 )
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
-from .spi.driver import AuditTrail, JobDriver
-from .spi.records import AuditPage, JobInfo, JobPage, JobRequest, JobTypeStats, WorkerInfo
+from .spi.driver import AuditTrail, JobDriver, OutcomeCounters
+from .spi.records import (
+    AuditPage,
+    JobInfo,
+    JobPage,
+    JobRequest,
+    JobTypeStats,
+    OutcomeCount,
+    WorkerInfo,
+)
 from .telemetry import (
     current_traceparent,
     enqueue_many_span,
@@ -452,6 +460,21 @@ class JobQueue:
         await audit.record(self._driver, actor, "delete", job_id, int(deleted))
         return deleted
 
+    async def outcome_counts(
+        self, *, since_ms: int, type: str | None = None
+    ) -> list[OutcomeCount]:
+        """The per-minute outcome counters from ``since_ms`` (epoch ms) on: executions by type
+        and outcome with their runtimes (``jobs.counters.summarize`` totals them). They outlive
+        the jobs: a purge or retention does not change them.
+
+        NotImplementedError for a driver without counters (``jobs.spi.OutcomeCounters``).
+        """
+        driver = self._driver
+        if not isinstance(driver, OutcomeCounters):
+            raise NotImplementedError(f"{type_name(driver)} keeps no outcome counters")
+        job_type = check.check_type(type) if type is not None else None
+        return await driver.read_counts(check.check_age(since_ms), job_type)
+
     async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
         """The audit trail, newest first: who retried, cancelled, deleted or purged what.
 
@@ -515,3 +538,7 @@ def _both(delay_ms: int, run_at: object) -> JobOptionError:
         option="run_at",
         value=run_at,
     )
+
+
+def type_name(value: object) -> str:
+    return type(value).__name__

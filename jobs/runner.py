@@ -34,6 +34,8 @@ from typing import Any
 
 from loguru import logger
 
+from .clock import Clock, SystemClock
+from .counters import OutcomeTally
 from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
@@ -81,6 +83,7 @@ class JobRunner(BackgroundService):
         self.settler = Settler(driver, self.lease_ms, self._contact)
         self.leases = LeaseKeeper(driver, self.lease_ms, self.heartbeat_ms, self._contact)
         self._last_claim: float | None = None
+        self.tally = OutcomeTally(_counting_clock(driver))
         self._services = AttemptServices(
             settler=self.settler,
             leases=self.leases,
@@ -90,6 +93,7 @@ class JobRunner(BackgroundService):
             default_timeout_ms=self.settings.default_timeout_ms,
             on_detach=self._detach,
             on_handler_done=self._free_slot,
+            tally=self.tally,
         )
         self.stats: dict[str, int] = dict.fromkeys(
             ("claimed", "completed", "retry", "failed", "lease_lost", "cancelled", "abandoned"),
@@ -101,7 +105,7 @@ class JobRunner(BackgroundService):
         self._busy: set[Attempt] = set()  # attempts whose handler runs: they hold the slots
         self.worker_id = new_worker_id()
         self.presence = WorkerPresence(
-            driver, self.heartbeat_ms, self._registration, self._supervisor
+            driver, self.heartbeat_ms, self._registration, self._supervisor, tally=self.tally
         )
         self._claim_failures = FailureStreak("claiming jobs")
         self._wait_failures = FailureStreak("waiting for jobs")
@@ -461,3 +465,10 @@ class JobRunner(BackgroundService):
 
 def _nothing() -> None:
     pass
+
+
+def _counting_clock(driver: object) -> Clock:
+    """The clock the counters' minutes follow: the one a driver was given (tests' ManualClock),
+    else this host's."""
+    given = getattr(driver, "_clock", None)
+    return given if isinstance(given, Clock) else SystemClock()

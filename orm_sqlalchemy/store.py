@@ -138,6 +138,7 @@ class SQLAlchemyJobStore(SQLOperations):
             load_statements(dialect.name, quoted(self._schema.jobs))
             | load_statements(dialect.name, quoted(self._schema.workers), resource="workers")
             | load_statements(dialect.name, quoted(self._schema.audit), resource="audit")
+            | load_statements(dialect.name, quoted(self._schema.counters), resource="counters")
         )
         self._backend: Backend
         self._wakeups: PostgresWakeups | None = None

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from jobs.spi import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
+    COUNTERS_KEEP_MS,
+    DURATION_BOUNDS_MS,
     AuditEntry,
     AuditPage,
     JobInfo,
     JobPage,
     JobState,
     JobTypeStats,
+    OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
 )
@@ -170,6 +173,33 @@ class SQLOperations:
         if not self._postgres:  # PostgreSQL deletes them in the listing's statement
             await self._fetch("prune_workers")
         return [worker_info(row) for row in await self._fetch("list_workers")]
+
+    # -- outcome counters (a <prefix>counters table, one row per minute, type and outcome) ----
+
+    async def add_counts(self, counts: Sequence[OutcomeCount]) -> None:
+        for row in counts:  # a flush every heartbeat interval: a few rows, off the hot path
+            buckets = {f"b{index}": value for index, value in enumerate(row.buckets)}
+            await self._fetch(
+                "add_counts", minute=row.minute_ms, type=row.type, outcome=row.outcome,
+                count=row.count, duration_ms=row.duration_ms, **buckets,
+            )  # fmt: skip
+        if counts:
+            await self._fetch("prune_counts", keep_ms=COUNTERS_KEEP_MS)
+
+    async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
+        rows = await self._fetch("read_counts", since=since_ms, type=job_type)
+        buckets = len(DURATION_BOUNDS_MS) + 1
+        return [
+            OutcomeCount(
+                minute_ms=int(row["minute"]),
+                type=str(row["type"]),
+                outcome=str(row["outcome"]),
+                count=int(row["count"]),
+                duration_ms=int(row["duration_ms"]),
+                buckets=tuple(int(row[f"b{index}"]) for index in range(buckets)),
+            )
+            for row in rows
+        ]
 
     # -- the audit trail (a <prefix>audit table; PostgreSQL trims it in the insert) ----------
 

@@ -54,7 +54,7 @@ from sqlalchemy.schema import CreateColumn, CreateIndex, CreateTable
 from sqlalchemy.sql.expression import Grouping
 
 from jobs.errors import StoreSchemaError
-from jobs.spi import DEFAULT_MAX_STALLS
+from jobs.spi import DEFAULT_MAX_STALLS, DURATION_BOUNDS_MS
 from jobs.spi.support import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
 
 __all__ = [
@@ -159,11 +159,15 @@ class JobSchema:
     notify_channel: str
     workers: Table
     audit: Table
+    counters: Table
 
     @property
     def qualified_name(self) -> str:
         """``schema.table`` or ``table``: how messages name the table."""
         return self.jobs.fullname
+
+
+COUNTER_BUCKETS = len(DURATION_BOUNDS_MS) + 1
 
 
 def job_schema(
@@ -246,7 +250,20 @@ def job_schema(
         schema=schema,
     )
     Index(f"ix_{table_prefix}audit_at", audit.c.at, audit.c.id)
-    return JobSchema(metadata, jobs, notify_channel("jobs", jobs.fullname), workers, audit)
+    counters = Table(  # per-minute outcome counts (jobs.spi.OutcomeCounters), kept 7 days
+        f"{table_prefix}counters",
+        metadata,
+        Column("minute", BigInteger, primary_key=True),
+        Column("type", String(MAX_TYPE_LENGTH), primary_key=True),
+        Column("outcome", String(16), primary_key=True),
+        Column("count", BigInteger, nullable=False),
+        Column("duration_ms", BigInteger, nullable=False),
+        *(Column(f"b{index}", BigInteger, nullable=False) for index in range(COUNTER_BUCKETS)),
+        schema=schema,
+    )
+    return JobSchema(
+        metadata, jobs, notify_channel("jobs", jobs.fullname), workers, audit, counters
+    )
 
 
 def check_columns(
@@ -331,7 +348,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     is seen; on SQLite inside a write transaction (the engine begins them IMMEDIATE).
     """
     postgres = engine.dialect.name == "postgresql"
-    tables = (schema.jobs, schema.workers, schema.audit)
+    tables = (schema.jobs, schema.workers, schema.audit, schema.counters)
 
     def work(connection: Connection) -> None:
         found: dict[Table, list[str] | None] = {}
@@ -339,7 +356,8 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
             columns = found[table] = column_names(connection, table)
             if columns is not None and create:
                 columns.extend(add_missing_columns(connection, table, columns))
-            if columns is None and not create and table is schema.audit:
+            later = table is schema.audit or table is schema.counters
+            if columns is None and not create and later:
                 continue  # a store made before the audit trail: read-only looks still work
             if columns is not None or not create:
                 check_columns(table, columns, connection=connection)

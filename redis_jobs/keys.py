@@ -16,6 +16,8 @@
     {ns}:workers         hash    worker id -> its registration (JSON)
     {ns}:workers:seen    zset    worker id, score = when its registration expires
     {ns}:audit           zset    operators' actions (JSON, id first), score = at (epoch ms)
+    {ns}:counts          zset    the minutes that have outcome counters, score = the minute
+    {ns}:counts:<minute> hash    ["type", "outcome", "count"|"duration_ms"|bucket] -> number
 
 States never hold ':', so ``state:<state>`` and ``state:<state>:<type>`` cannot collide.
 
@@ -58,6 +60,7 @@ class Keys:
         "audit",
         "cancelled",
         "completed",
+        "counts",
         "failed",
         "index_prefix",
         "job_prefix",
@@ -82,6 +85,7 @@ class Keys:
         self.workers = self.prefix + "workers"
         self.workers_seen = self.prefix + "workers:seen"
         self.audit = self.prefix + "audit"
+        self.counts = self.prefix + "counts"
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from jobs.spi import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
+    COUNTERS_KEEP_MS,
+    DURATION_BOUNDS_MS,
     AuditEntry,
     AuditPage,
     JobInfo,
     JobPage,
     JobState,
     JobTypeStats,
+    OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
 )
@@ -189,6 +192,59 @@ class RedisOperations:
         reply = await self._scripts.call("workers", self._worker_keys(), [self._now(), "list"])
         workers = [_worker(record) for record in json.loads(reply)]
         return sorted(workers, key=lambda worker: (worker.started_at, worker.id))
+
+    # -- outcome counters: {ns}:counts:<minute> hashes, indexed by the {ns}:counts zset -------
+
+    async def add_counts(self, counts: Sequence[OutcomeCount]) -> None:
+        self._check_open()
+        if not counts:
+            return
+        index = self._keys.counts
+        pipe = self._client.pipeline(transaction=False)
+        for row in counts:
+            key = f"{index}:{row.minute_ms}"
+            fields = {"count": row.count, "duration_ms": row.duration_ms}
+            fields.update({str(n): value for n, value in enumerate(row.buckets) if value})
+            for name, value in fields.items():
+                pipe.hincrby(key, json.dumps([row.type, row.outcome, name]), value)
+            pipe.pexpireat(key, row.minute_ms + COUNTERS_KEEP_MS)
+            pipe.zadd(index, {str(row.minute_ms): row.minute_ms})
+        newest = max(row.minute_ms for row in counts)
+        pipe.zremrangebyscore(index, "-inf", f"({newest - COUNTERS_KEEP_MS}")
+        pipe.pexpire(index, COUNTERS_KEEP_MS)
+        await pipe.execute()
+
+    async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
+        self._check_open()
+        minutes = [
+            int(self._text(m))
+            for m in await self._client.zrangebyscore(self._keys.counts, since_ms, "+inf")
+        ]
+        if not minutes:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for minute in minutes:
+            pipe.hgetall(f"{self._keys.counts}:{minute}")
+        rows: list[OutcomeCount] = []
+        buckets = len(DURATION_BOUNDS_MS) + 1
+        for minute, fields in zip(minutes, await pipe.execute(), strict=True):
+            numbers: dict[tuple[str, str], dict[str, int]] = {}
+            for name, value in fields.items():
+                row_type, outcome, field = json.loads(self._text(name))
+                if job_type is None or row_type == job_type:
+                    numbers.setdefault((row_type, outcome), {})[field] = int(self._text(value))
+            for (row_type, outcome), values in sorted(numbers.items()):
+                rows.append(
+                    OutcomeCount(
+                        minute_ms=minute,
+                        type=row_type,
+                        outcome=outcome,
+                        count=values.get("count", 0),
+                        duration_ms=values.get("duration_ms", 0),
+                        buckets=tuple(values.get(str(n), 0) for n in range(buckets)),
+                    )
+                )
+        return rows
 
     # -- the audit trail: {ns}:audit, a zset by time, trimmed by each record -----------------
 

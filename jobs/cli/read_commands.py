@@ -21,10 +21,11 @@ from ..clock import to_datetime
 from ..errors import StoreSchemaError
 from ..spi import JOB_STATES
 from ..tokens import JOB_SCHEDULER
-from .durations import format_ms
+from .durations import Duration, format_ms
 from .errors import CliUsageError, CommandFailed
 from .group import cli
 from .hints import check_type_known, other_namespaces, settle_all
+from .history import history_renderable, history_view
 from .redact import redact_keys_option
 from .render import cell_text, console, json_option, literal, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
@@ -81,7 +82,15 @@ def _stats_renderable(view: dict[str, Any], store: str) -> Group:
     "--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
     help="Seconds between refreshes with --watch.",
 )  # fmt: skip
-def stats(as_json: bool, watch: bool, interval: float, **params: Any) -> None:
+@click.option(
+    "--history", "history_ms", type=Duration(), is_flag=False, flag_value="1h", default=None,
+    metavar="[WINDOW]",
+    help="Also executions per type over WINDOW (default 1h): completed, failed, retried, "
+    "runtime p50/p95, from the store's counters (kept 7 days, whatever is purged).",
+)  # fmt: skip
+def stats(
+    as_json: bool, watch: bool, interval: float, history_ms: int | None, **params: Any
+) -> None:
     """Jobs per type: due, scheduled, active, completed, failed, cancelled, oldest due age.
 
     Types with due jobs and no live worker handling them are flagged NO WORKER.
@@ -89,15 +98,21 @@ def stats(as_json: bool, watch: bool, interval: float, **params: Any) -> None:
     spec = target_spec(params)
     if watch and as_json:
         raise CliUsageError("--watch and --json do not go together; poll with --json instead")
+    if history_ms is not None and watch:
+        raise CliUsageError("--history and --watch do not go together")
 
     async def work(target: Target) -> None:
         if not watch:
             view = await _stats_view(target)
             hint = await other_namespaces(spec, target) if not view["types"] else None
+            if history_ms is not None:
+                view["history"] = await history_view(target, history_ms)
             if as_json:
                 print_json(view)
             else:
                 console().print(_stats_renderable(view, target.description))
+                if history_ms is not None:
+                    console().print(history_renderable(view["history"]))
             if hint is not None:
                 click.echo(hint, err=True)
             return

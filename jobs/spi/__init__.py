@@ -7,13 +7,23 @@ registers a ``DriverFactory`` for its URL schemes in the ``neverlost.drivers`` e
 (``docs/reference/driver-spi.md``).
 """
 
-from .driver import AuditTrail, JobDriver, JobOperations, JobStore, WorkerRegistry
+from .driver import (
+    AuditTrail,
+    JobDriver,
+    JobOperations,
+    JobStore,
+    OutcomeCounters,
+    WorkerRegistry,
+)
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
+    COUNTED_OUTCOMES,
+    COUNTERS_KEEP_MS,
     DEFAULT_MAX_STALLS,
+    DURATION_BOUNDS_MS,
     FINISHED_STATES,
     JOB_STATES,
     MAX_ERRORS_KEPT,
@@ -28,6 +38,7 @@ from .records import (
     JobStateCounts,
     JobTypeStats,
     OutboxEntry,
+    OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
     stalled_error,
@@ -40,6 +51,7 @@ __all__ = [
     "JobOperations",
     "WorkerRegistry",
     "AuditTrail",
+    "OutcomeCounters",
     # records
     "JobRequest",
     "ClaimedJob",
@@ -61,6 +73,11 @@ __all__ = [
     "AuditPage",
     "AUDIT_KEEP_MS",
     "AUDIT_MAX_ENTRIES",
+    # outcome counters
+    "OutcomeCount",
+    "COUNTERS_KEEP_MS",
+    "DURATION_BOUNDS_MS",
+    "COUNTED_OUTCOMES",
     # the outbox
     "OutboxStore",
     "OutboxPublisher",

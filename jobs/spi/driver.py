@@ -47,11 +47,19 @@ from .records import (
     JobState,
     JobStateCounts,
     JobTypeStats,
+    OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
 )
 
-__all__ = ["JobStore", "JobOperations", "WorkerRegistry", "AuditTrail", "JobDriver"]
+__all__ = [
+    "JobStore",
+    "JobOperations",
+    "WorkerRegistry",
+    "AuditTrail",
+    "OutcomeCounters",
+    "JobDriver",
+]
 
 
 @runtime_checkable
@@ -262,6 +270,25 @@ class AuditTrail(Protocol):
     async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
         """One page of actions, newest first (``at`` descending, then id descending);
         ``cursor`` a page's ``next_cursor`` (``encode_cursor(at_ms, id)``)."""
+        ...
+
+
+@runtime_checkable
+class OutcomeCounters(Protocol):
+    """Per-minute counts of executions by job type and outcome, with their runtimes, kept in the
+    store apart from the jobs (so a purge or retention does not erase history). Runners add
+    what they counted every heartbeat interval (``jobs.counters``); the dashboard's chart and
+    ``neverlost stats --history`` read them. Optional like ``AuditTrail``; every built-in
+    driver implements it (``jobs.testing`` checks it)."""
+
+    async def add_counts(self, counts: Sequence[OutcomeCount]) -> None:
+        """Add each row to the stored one of its minute, type and outcome (every field summed,
+        buckets one by one); rows older than ``COUNTERS_KEEP_MS`` are dropped, in passing."""
+        ...
+
+    async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
+        """The stored rows of minutes starting at or after ``since_ms`` (of ``job_type``), by
+        minute, then type, then outcome."""
         ...
 
 

@@ -261,6 +261,30 @@ class AuditPage:
     next_cursor: str | None = None
 
 
+# -- outcome counters ------------------------------------------------------------------------
+
+COUNTERS_KEEP_MS = 7 * 86_400_000
+"""How long a store keeps the per-minute outcome counters (7 days)."""
+DURATION_BOUNDS_MS: tuple[int, ...] = (10, 50, 100, 250, 500, 1_000, 2_500, 10_000, 60_000)
+"""Upper bounds of the runtime buckets; a last bucket holds everything longer."""
+COUNTED_OUTCOMES = ("completed", "failed", "retried")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutcomeCount:
+    """How many executions of ``type`` ended with ``outcome`` (completed, failed, retried) in
+    the minute starting at ``minute_ms`` (epoch ms, a multiple of 60,000), and their runtimes:
+    ``duration_ms`` summed, and ``buckets`` counted per ``DURATION_BOUNDS_MS`` bucket (one
+    more, for longer ones). Stores add rows of the same minute, type and outcome together."""
+
+    minute_ms: int
+    type: str
+    outcome: str
+    count: int
+    duration_ms: int
+    buckets: tuple[int, ...]
+
+
 # -- the outbox ------------------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from jobs.spi import JOB_STATES, JobDriver
 
 from .conformance_audit import AuditConformance
 from .conformance_batches import BatchConformance
+from .conformance_counters import CountersConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
 from .conformance_runner import RunnerConformance
@@ -43,6 +44,7 @@ __all__ = [
 class DriverConformance(
     AuditConformance,
     BatchConformance,
+    CountersConformance,
     OperationsConformance,
     DashboardConformance,
     RunnerConformance,

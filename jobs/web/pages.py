@@ -77,6 +77,7 @@ class Pages:
             columns=COUNT_COLUMNS,
             workers=await self.source.workers(),
             throughput=await self.source.throughput(),
+            runtimes=await self.source.runtimes(),
         )
 
     async def jobs(self, request: Request) -> Response:

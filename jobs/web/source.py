@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from framework import ApplicationContext
 
 from ..audit import Actor
+from ..counters import TypeHistory, summarize
 from ..queue import JobQueue
 from ..schedule import Schedule
 from ..scheduler import JobScheduler
@@ -107,6 +108,16 @@ class DashboardSource:
         result = await count_throughput(self.queue, now_ms=now_ms)
         self._throughput = (time.monotonic(), result)
         return result
+
+    async def runtimes(self, now_ms: int | None = None) -> dict[str, TypeHistory]:
+        """Per type, the last hour's executions and runtime p50/p95, from the store's counters
+        (empty for a store without them)."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        try:
+            rows = await self.queue.outcome_counts(since_ms=max(now - 3_600_000, 0))
+        except NotImplementedError:
+            return {}
+        return {row.type: row for row in summarize(rows)}
 
     async def schedules(self, now_ms: int) -> list[ScheduleRow]:
         scheduler = self.scheduler

@@ -1,6 +1,8 @@
 """Completions and failures per minute over the last hour, and the chart's geometry.
 
-The operations API has no time series, so the counts come from ``JobInfo.finished_at`` on the
+The counts come from the store's per-minute outcome counters (``jobs.counters``), which a purge
+or retention does not erase. A store without counters, or with none yet for the hour (runners
+write theirs every heartbeat interval), is read the old way, from ``JobInfo.finished_at`` on the
 newest pages of completed and failed jobs: at most ``MAX_SCANNED`` jobs per state, stopping at
 the first page with nothing finished inside the hour. When the cap cuts the reading short, the
 chart says it is partial rather than pretending the hour was quiet.
@@ -93,10 +95,22 @@ class Throughput:
 
 
 async def count_throughput(queue: JobQueue, *, now_ms: int | None = None) -> Throughput:
-    """Read the newest finished jobs page by page and count them per minute of the last hour."""
+    """Completions and failures per minute of the last hour: from the counters if the store
+    has any for the hour, else by reading the newest finished jobs page by page."""
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     current_minute = now - now % MINUTE_MS
     result = Throughput(window_start_ms=current_minute - (WINDOW_MINUTES - 1) * MINUTE_MS)
+    try:
+        counted = await queue.outcome_counts(since_ms=result.window_start_ms)
+    except NotImplementedError:
+        counted = []
+    if counted:
+        for row in counted:
+            minute = (row.minute_ms - result.window_start_ms) // MINUTE_MS
+            if row.outcome in ("completed", "failed") and 0 <= minute < WINDOW_MINUTES:
+                counts = result.failed if row.outcome == "failed" else result.completed
+                counts[minute] += row.count
+        return result
     for state in ("completed", "failed"):
         cursor: str | None = None
         scanned = 0

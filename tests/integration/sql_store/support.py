@@ -87,3 +87,4 @@ class StoreHarness:
             await self.sql('DROP TABLE IF EXISTS "{table}"')
             await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}workers"')
             await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}audit"')
+            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}counters"')

@@ -83,6 +83,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
         await harness.sql(f'DROP INDEX "ix_{harness.table}_{index}"')
     await harness.sql(f'DROP TABLE "{harness.prefix}workers"')
     await harness.sql(f'DROP TABLE "{harness.prefix}audit"')
+    await harness.sql(f'DROP TABLE "{harness.prefix}counters"')
     await harness.sql("ALTER TABLE {table} DROP COLUMN errors")
 
     unmigrated = harness.store(create_tables=False)
@@ -96,7 +97,8 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     store = harness.store()
     await store.create_schema()  # adds the column, the indexes, the worker registry, the trail
     tables, indexes = await listed_names(harness)
-    assert tables == {harness.table, f"{harness.prefix}workers", f"{harness.prefix}audit"}
+    later = {f"{harness.prefix}{name}" for name in ("workers", "audit", "counters")}
+    assert tables == {harness.table, *later}
     assert listing_indexes <= indexes
     page = await store.list_jobs(state="pending")
     assert [job.id for job in page.jobs] == [before]
