@@ -13,11 +13,14 @@ disappears upstream, so an upgrade that loses a saving is seen, not silent.
   about 1 us a job. ``tracing()`` and ``metering()`` ask on every enqueue and attempt.
 - loguru keeps the patcher ``logger.configure(patcher=...)`` installed on the logger's core
   (``logger._core.patcher``); ``enable_logging`` reads it to chain ours after the application's
-  instead of replacing it.
+  instead of replacing it; and the context variable behind ``logger.contextualize``
+  (``loguru._logger.context``), which ``telemetry.bind_job_logs`` sets once per attempt
+  instead of entering ``contextualize`` (a context manager) around every handler.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import trace
@@ -26,6 +29,7 @@ from opentelemetry.metrics import _internal as _otel_metrics
 __all__ = [
     "OTEL_METER_GLOBAL",
     "OTEL_TRACER_GLOBAL",
+    "loguru_context",
     "loguru_patcher",
     "meter_provider_unset",
     "tracer_provider_unset",
@@ -52,3 +56,13 @@ def meter_provider_unset() -> bool:
 def loguru_patcher(logger: Any) -> Any:
     """The patcher installed on loguru's ``logger`` (None: none, or a loguru that moved it)."""
     return getattr(getattr(logger, "_core", None), "patcher", None)
+
+
+def loguru_context() -> ContextVar[dict[str, Any]] | None:
+    """The context variable behind loguru's ``contextualize`` (None if a version moved it)."""
+    try:
+        from loguru import _logger
+    except ImportError:  # pragma: no cover - loguru's layout since 0.5
+        return None
+    context = getattr(_logger, "context", None)
+    return context if isinstance(context, ContextVar) else None

@@ -19,7 +19,17 @@ run_at          an aware ``datetime`` from 1970-01-01 to 2500-01-01 UTC (exclusi
 timeout_ms      1 to ``MAX_TIMEOUT_MS`` (7 days)
 max_attempts    1 to ``MAX_ATTEMPTS``
 max_stalls      0 to ``MAX_STALLS`` (0: the first expired lease fails the job)
+priority        ``MIN_PRIORITY`` to ``MAX_PRIORITY`` (higher runs first; default 0)
 =============== ======================================================================
+
+Queues and limits (issue 30; the drivers' use of them lands with the claim): ``check_queue``
+takes a queue name (``DEFAULT_QUEUE`` unless given): 1 to ``MAX_QUEUE_LENGTH`` characters of
+letters, digits and ``_ - . :``, so that it can name store keys as it is (no Redis hash-tag
+braces, no spaces, no NUL). ``parse_queues`` reads a worker's ``--queues`` list (strict order,
+or weights ``critical=3,default=1``); ``parse_rate_limit`` a ``rate_limit`` (``"N/s"``,
+``"N/m"``, ``"N/h"``); ``check_concurrency`` a ``concurrency`` or ``global_concurrency``.
+The priority range is narrow on purpose: a store may fold it into one sortable number with the
+due time (Redis scores are doubles, exact below 2**53; ``run_at`` needs 44 bits).
 
 ``check_request`` is the drivers' second line: the same rules over a ``JobRequest`` that
 reached a driver without the queue (a driver's own batch API, a test).
@@ -27,6 +37,8 @@ reached a driver without the queue (a driver's own batch API, a test).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +49,12 @@ if TYPE_CHECKING:
     from .spi.records import JobRequest
 
 __all__ = [
+    "DEFAULT_QUEUE",
+    "MAX_CONCURRENCY",
+    "MAX_PRIORITY",
+    "MAX_QUEUE_LENGTH",
+    "MAX_RATE_COUNT",
+    "MIN_PRIORITY",
     "MAX_ATTEMPTS",
     "MAX_DELAY_MS",
     "MAX_RUN_AT_MS",
@@ -44,8 +62,15 @@ __all__ = [
     "MAX_TIMEOUT_MS",
     "check_delay_ms",
     "check_max_attempts",
+    "check_concurrency",
     "check_max_stalls",
+    "check_priority",
+    "check_queue",
     "check_request",
+    "parse_queues",
+    "parse_rate_limit",
+    "QueueWeights",
+    "RateLimit",
     "check_run_at",
     "check_timeout_ms",
 ]
@@ -62,6 +87,21 @@ MAX_STALLS = 10_000
 MAX_RUN_AT_MS = 16_725_225_600_000
 """2500-01-01T00:00:00Z in epoch milliseconds: ``run_at`` is before it."""
 _MAX_RUN_AT = "2500-01-01T00:00:00Z"
+MIN_PRIORITY = -100
+"""The lowest ``priority`` a job can have (lower runs later)."""
+MAX_PRIORITY = 100
+"""The highest ``priority`` a job can have (higher runs first)."""
+DEFAULT_QUEUE = "default"
+"""The queue of a job that names none, and the queue a runner serves unless told otherwise."""
+MAX_QUEUE_LENGTH = 64
+"""The longest queue name, in characters."""
+MAX_CONCURRENCY = 100_000
+"""The most a ``concurrency`` or ``global_concurrency`` can say."""
+MAX_RATE_COUNT = 1_000_000
+"""The most starts a ``rate_limit`` can allow in its period."""
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_.:\-]+")
+_RATE = re.compile(r" *([0-9]{1,7}) */ *([smh]) *")
+_PERIOD_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000}
 _SHOWN = 80
 """A refused value is shown up to this many characters."""
 
@@ -92,6 +132,127 @@ def check_max_stalls(value: object, where: str = "") -> int:
     if type(value) is int and 0 <= value <= MAX_STALLS:
         return value
     return _int_in("max_stalls", value, 0, MAX_STALLS, "", where)
+
+
+def check_priority(value: object, where: str = "") -> int:
+    """``value`` as a ``priority``: an int from ``MIN_PRIORITY`` to ``MAX_PRIORITY``."""
+    if type(value) is int and MIN_PRIORITY <= value <= MAX_PRIORITY:
+        return value
+    return _int_in("priority", value, MIN_PRIORITY, MAX_PRIORITY, "higher runs first", where)
+
+
+def check_concurrency(value: object, where: str = "", option: str = "concurrency") -> int:
+    """``value`` as a ``concurrency`` (or ``global_concurrency``): an int from 1 up."""
+    if type(value) is int and 0 < value <= MAX_CONCURRENCY:
+        return value
+    return _int_in(option, value, 1, MAX_CONCURRENCY, "", where)
+
+
+def check_queue(value: object, where: str = "") -> str:
+    """``value`` as a queue name: 1 to ``MAX_QUEUE_LENGTH`` of letters, digits, ``_ - . :``."""
+    if (
+        type(value) is str
+        and 0 < len(value) <= MAX_QUEUE_LENGTH
+        and _QUEUE_NAME.fullmatch(value) is not None
+    ):
+        return value
+    raise JobOptionError(
+        f"queue{_of(where)} must be a name of 1 to {MAX_QUEUE_LENGTH} letters, digits and "
+        f"'_', '-', '.', ':' (e.g. 'default', 'emails'), got {_shown(value)}",
+        option="queue",
+        value=value,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueWeights:
+    """The queues a runner serves, in order; ``weights`` None: strict order (drain the first
+    before the next), else one positive weight per queue (a share of the claims)."""
+
+    names: tuple[str, ...]
+    weights: tuple[int, ...] | None = None
+
+
+def parse_queues(value: object, where: str = "") -> QueueWeights:
+    """A runner's queues: ``"critical,default"`` (strict order), ``"critical=3,default=1"``
+    (weights: all or none), or a sequence of names. JobOptionError naming ``queues`` if not:
+    empty, a name twice, a bad name, a weight not a whole number from 1."""
+    parts: list[str]
+    if isinstance(value, str):
+        parts = [part.strip() for part in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        raise JobOptionError(
+            f"queues{_of(where)} must be a comma-separated text or a list of queue names, "
+            f"got {_shown(value)}",
+            option="queues",
+            value=value,
+        )
+    names: list[str] = []
+    weights: list[int] = []
+    for part in parts:
+        name, weight = part, None
+        if isinstance(part, str) and "=" in part:
+            name, _, text = part.partition("=")
+            name = name.strip()
+            digits = text.strip()
+            ok = digits.isascii() and digits.isdigit() and len(digits) <= 7
+            weight = int(digits) if ok else 0
+            if not 0 < weight <= MAX_CONCURRENCY:
+                raise JobOptionError(
+                    f"queues{_of(where)}: the weight of {name!r} must be a whole number from "
+                    f"1 to {MAX_CONCURRENCY:_}, got {text!r}",
+                    option="queues",
+                    value=value,
+                )
+        names.append(check_queue(name, where))
+        if weight is not None:
+            weights.append(weight)
+    if not names:
+        raise JobOptionError(
+            f"queues{_of(where)} must name at least one queue", option="queues", value=value
+        )
+    if len(set(names)) != len(names):
+        raise JobOptionError(
+            f"queues{_of(where)} names a queue twice: {', '.join(names)}",
+            option="queues",
+            value=value,
+        )
+    if weights and len(weights) != len(names):
+        raise JobOptionError(
+            f"queues{_of(where)}: give every queue a weight or none ({value!r})",
+            option="queues",
+            value=value,
+        )
+    return QueueWeights(tuple(names), tuple(weights) if weights else None)
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """At most ``count`` starts in any ``period_ms`` window."""
+
+    count: int
+    period_ms: int
+
+    def __str__(self) -> str:
+        unit = {1_000: "s", 60_000: "m", 3_600_000: "h"}[self.period_ms]
+        return f"{self.count}/{unit}"
+
+
+def parse_rate_limit(value: object, where: str = "") -> RateLimit:
+    """A ``rate_limit`` such as ``"10/s"``, ``"600/m"`` or ``"5000/h"`` (or a ``RateLimit``)."""
+    if isinstance(value, RateLimit):
+        return value
+    match = _RATE.fullmatch(value) if isinstance(value, str) else None
+    if match is None or not 0 < int(match.group(1)) <= MAX_RATE_COUNT:
+        raise JobOptionError(
+            f"rate_limit{_of(where)} must be 'N/s', 'N/m' or 'N/h' with N from 1 to "
+            f"{MAX_RATE_COUNT:_} (e.g. '10/s'), got {_shown(value)}",
+            option="rate_limit",
+            value=value,
+        )
+    return RateLimit(int(match.group(1)), _PERIOD_MS[match.group(2)])
 
 
 def check_run_at(value: object, where: str = "") -> int:

@@ -17,7 +17,6 @@ import os
 import traceback
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -36,7 +35,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ._compat import tracer_provider_unset
+from ._compat import loguru_context, tracer_provider_unset
 from .redaction import redact_text
 from .spi.records import ClaimedJob, JobRequest
 
@@ -289,17 +288,7 @@ def describe_error(error: BaseException) -> str:
     return bounded_error_text(text)
 
 
-def _loguru_context() -> ContextVar[dict[str, Any]] | None:
-    """The context variable behind loguru's ``contextualize`` (None if a version moved it)."""
-    try:
-        from loguru import _logger
-    except ImportError:  # pragma: no cover - loguru's layout since 0.5
-        return None
-    context = getattr(_logger, "context", None)
-    return context if isinstance(context, ContextVar) else None
-
-
-_LOG_CONTEXT = _loguru_context()
+_LOG_CONTEXT = loguru_context()
 
 
 def bind_job_logs(job: ClaimedJob) -> None:

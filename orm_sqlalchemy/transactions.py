@@ -40,7 +40,8 @@ from typing import Any, ParamSpec, TypeVar
 from loguru import logger
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from .engine import close_turn_slot, configure_sqlite, open_turn_slot, writer_gate
+from ._database.sqlite_writers import close_turn_slot, open_turn_slot, writer_gate
+from .engine import configure_sqlite
 from .errors import NoTransactionError, SQLAlchemyJobsError
 
 __all__ = [

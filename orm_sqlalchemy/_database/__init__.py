@@ -7,4 +7,5 @@ LISTEN connection and wake-ups. Nothing here is public API.
 ``listener``     LISTEN on a PostgreSQL channel over a connection of its own
 ``wakeup``       idle waiters and coalesced NOTIFYs
 ``sqlite_commits`` commits to a SQLite file by other connections (PRAGMA data_version)
+``sqlite_writers`` SQLite's write lock handed to a process's writers in turn (the writer gate)
 """

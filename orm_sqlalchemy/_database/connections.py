@@ -44,10 +44,10 @@ from sqlalchemy.util import greenlet_spawn
 from jobs.errors import DriverError, StoreUnavailableError
 from jobs.spi.support import Coalescer
 
-from ..engine import WriterTurns, writer_gate
 from . import asyncpg_errors as pg
 from .errors import is_value_error, store_error
 from .slots import Slots
+from .sqlite_writers import WriterTurns, writer_gate
 from .statements import Statement
 
 __all__ = ["Backend", "PostgresBackend", "Row", "SQLiteBackend"]

@@ -30,7 +30,7 @@ import sqlite3
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..engine import SQLiteWriterGate, writer_gate
+from .sqlite_writers import SQLiteWriterGate, writer_gate
 
 __all__ = ["WATCH_INTERVAL_S", "SQLiteCommits", "sqlite_commits"]
 

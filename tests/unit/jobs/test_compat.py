@@ -72,3 +72,15 @@ def test_loguru_keeps_the_configured_patcher_on_its_core() -> None:
             "replaces the application's patcher; see jobs/_compat.py"
         )
     """)
+
+
+def test_loguru_keeps_the_context_variable_behind_contextualize() -> None:
+    from loguru import logger
+
+    context = _compat.loguru_context()
+    assert context is not None, (
+        "loguru no longer keeps contextualize's ContextVar at loguru._logger.context: job log "
+        "lines lose their job id and type; see jobs/_compat.py"
+    )
+    with logger.contextualize(neverlost_probe=1):
+        assert context.get().get("neverlost_probe") == 1
