@@ -29,10 +29,6 @@ OUTCOME_OF = {"completed": "completed", "failed": "failed", "retry": "retried"}
 """An attempt's outcome (``execution.Outcome``) -> the counted one; others are not counted."""
 
 
-def bucket_of(duration_ms: float) -> int:
-    return bisect.bisect_left(DURATION_BOUNDS_MS, duration_ms)
-
-
 class OutcomeTally:
     """What a runner counted since its last flush: (type, outcome) -> numbers.
 
@@ -50,12 +46,10 @@ class OutcomeTally:
     def add(self, job_type: str, outcome: str, duration_ms: float) -> None:
         key = (job_type, outcome)
         row = self._rows.get(key, _MISSING)
-        if row is None:  # an outcome that is not counted (cancelled, lease_lost ...)
-            return
         if row is _MISSING:
             row = self._rows[key] = [0.0] * (BUCKETS + 2) if outcome in OUTCOME_OF else None
-            if row is None:
-                return
+        if row is None:  # an outcome that is not counted (cancelled, lease_lost ...)
+            return
         row[0] += 1
         row[1] += duration_ms
         row[2 + bisect.bisect_left(DURATION_BOUNDS_MS, duration_ms)] += 1
