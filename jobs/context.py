@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+
+from .spi.inbox import AttemptSettlement
 
 
 class AbortSignal:
@@ -61,7 +63,9 @@ class JobContext:
     ``key`` is the job's idempotency key; ``run_at`` when it was due (None where the driver
     does not say). ``stalls`` is how many times the job's lease expired without a settle
     before this delivery (its worker crashed, was killed or lost it): a reclaim runs the
-    attempt that stalled again, with the same ``attempt``.
+    attempt that stalled again, with the same ``attempt``. ``lease_token`` is the token this
+    delivery holds the job by; ``settlement`` what an inbox uses to complete the job in the
+    app's transaction (``jobs.spi.AttemptSettlement``; None outside a runner).
     """
 
     id: str
@@ -72,3 +76,5 @@ class JobContext:
     key: str | None = None
     run_at: datetime | None = None
     stalls: int = 0
+    lease_token: str | None = None
+    settlement: AttemptSettlement | None = field(default=None, repr=False, compare=False)

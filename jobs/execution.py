@@ -53,6 +53,7 @@ from .options import MAX_DELAY_MS, check_delay_ms
 from .payload import decode_payload
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settling import Settler
+from .spi.inbox import AttemptSettlement, JobInbox
 from .spi.records import ClaimedJob, stalled_error
 from .telemetry import (
     activate,
@@ -108,6 +109,7 @@ class Attempt:
         "job",
         "lease",
         "services",
+        "settlement",
         "signal",
         "span",
         "started",
@@ -151,6 +153,9 @@ class Attempt:
         """When the handler was called (``time.perf_counter()``); 0 before."""
         self._timeout_handle: asyncio.TimerHandle | None = None
         self._grace_handle: asyncio.TimerHandle | None = None
+        self.settlement: AttemptSettlement | None = None
+        """Made with the handler's context: an inbox may complete the job in the app's
+        transaction through it (``jobs.spi.inbox``)."""
 
     @property
     def lease_lost(self) -> bool:
@@ -232,7 +237,10 @@ class Attempt:
             handler = self.handler
             args = self._arguments()
             bind_job_logs(self.job)
-            if handler.is_async:
+            inbox = handler.options.inbox
+            if inbox is not None:
+                value = await self._call_in_inbox(inbox, args)
+            elif handler.is_async:
                 value = handler.function(*args)
                 if type(value) is CoroutineType or inspect.isawaitable(value):
                     value = await value
@@ -263,6 +271,24 @@ class Attempt:
             return self.interruption_error()
         return result
 
+    async def _call_in_inbox(self, inbox: JobInbox, args: tuple[Any, ...]) -> Any:
+        """The handler (``async def``) inside ``inbox.once(ctx)``; skipped when an earlier
+        execution of the job committed (the job is then completed)."""
+        context = args[1] if len(args) > 1 else self._context()
+        async with inbox.once(context) as first:
+            if not first:
+                logger.bind(job_id=self.job.id, job_type=self.job.type).info(
+                    "job {} ({}): an earlier execution committed its effects (the inbox has "
+                    "it); the handler is not run again",
+                    self.job.type,
+                    self.job.id,
+                )
+                return None
+            value = self.handler.function(*args)
+            while value is not None and inspect.isawaitable(value):
+                value = await value
+            return value
+
     async def _await_returned(self, value: Any) -> None:
         """A handler call that returned an awaitable (a sync ``def`` returning a coroutine, a
         plain decorator around an ``async def``): await it here, on the runner's loop, saying
@@ -290,8 +316,16 @@ class Attempt:
             payload = definition.validate(payload)
         if not handler.takes_context:
             return (payload,)
+        return (payload, self._context())
+
+    def _context(self) -> JobContext:
+        job = self.job
         run_at = to_datetime(job.run_at_ms) if job.run_at_ms is not None else None
-        context = JobContext(
+        settlement = self.settlement = AttemptSettlement(
+            self.services.settler.driver, job.id, job.lease_token
+        )
+        settlement.on_completed = self._completed_in_transaction
+        return JobContext(
             job.id,
             job.type,
             job.attempt,
@@ -300,8 +334,14 @@ class Attempt:
             job.key,
             run_at,
             job.stalls,
+            job.lease_token,
+            settlement,
         )
-        return (payload, context)
+
+    def _completed_in_transaction(self) -> None:
+        """An inbox completed the job in the app's committed transaction: no more beats (the
+        store would refuse them: the job is no longer active), and no interruption for it."""
+        self.services.leases.release(self.lease)
 
     # -- interruptions -------------------------------------------------------------------------
 
@@ -390,9 +430,13 @@ class Attempt:
                 await beat
             finally:
                 leases.release(lease)
-        if error is None and not lease.lost:  # the common case
+        settlement = self.settlement
+        outcome: Outcome
+        if settlement is not None and settlement.completed:
+            outcome = self._completed_already(error)
+        elif error is None and not lease.lost:  # the common case
             completed = await self.services.settler.complete(self.job)
-            outcome: Outcome = "completed" if completed else self._refused()
+            outcome = "completed" if completed else self._refused()
         else:
             outcome = await self._settle(error)
         if self.span is None and not metering():
@@ -401,6 +445,19 @@ class Attempt:
                 tally.add(self.job.type, outcome, (time.perf_counter() - self.started) * 1000)
             return outcome
         return self._ended(outcome, error)
+
+    def _completed_already(self, error: BaseException | None) -> Outcome:
+        """The job was completed in the app's transaction (an inbox): nothing to settle. An
+        error raised after that commit cannot undo it; it is logged."""
+        if error is not None:
+            logger.bind(job_id=self.job.id, job_type=self.job.type).warning(
+                "job {} ({}) raised {} after its effects and its completion committed (in the "
+                "inbox's transaction); it stays completed",
+                self.job.type,
+                self.job.id,
+                describe_error(error),
+            )
+        return "completed"
 
     async def _settle(self, error: BaseException | None) -> Outcome:
         job, settler = self.job, self.services.settler

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterable
@@ -17,6 +18,7 @@ from .options import check_max_attempts, check_max_stalls, check_timeout_ms
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
+from .spi.inbox import JobInbox
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
@@ -41,6 +43,7 @@ class HandlerOptions:
     cron: str | None = None
     timezone: str | None = None
     max_stalls: int | None = None
+    inbox: JobInbox | None = None
 
 
 class _TypedHandlerDecorator(Protocol[M]):
@@ -72,6 +75,7 @@ def job_handler(
     cron: str | None = None,
     timezone: str | None = None,
     max_stalls: int | None = None,
+    inbox: JobInbox | None = None,
 ) -> _TypedHandlerDecorator[M]: ...
 
 
@@ -85,6 +89,7 @@ def job_handler(
     cron: str | None = None,
     timezone: str | None = None,
     max_stalls: int | None = None,
+    inbox: JobInbox | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -97,6 +102,7 @@ def job_handler(
     cron: str | None = None,
     timezone: str | None = None,
     max_stalls: int | None = None,
+    inbox: JobInbox | None = None,
 ) -> Callable[[F], F] | _TypedHandlerDecorator[Any]:
     """Mark a bean method as the handler of a job type.
 
@@ -108,11 +114,21 @@ def job_handler(
     take it. ``max_stalls``: how many times the job's lease may expire without a settle (a
     crashed or killed worker) before it fails for good (default ``JobsSettings.max_stalls``).
     A number of the wrong type or out of its range (``jobs.options``) is a JobOptionError
-    here, at decoration.
+    here, at decoration. ``inbox`` (an ``async def`` handler only; e.g.
+    ``orm_sqlalchemy.SQLAlchemyInbox``) runs the whole handler in ``inbox.once(ctx)``: its
+    database writes commit once per job, with the inbox's record, and a re-run of a job whose
+    effects committed skips the handler and completes the job (docs: "Effects exactly once").
     """
     options = _options(
         type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls
     )
+    if inbox is not None:
+        if not callable(getattr(inbox, "once", None)):
+            raise TypeError(
+                f"@job_handler({options.job_type!r}): inbox= takes an inbox (with a once(ctx) "
+                f"method, such as orm_sqlalchemy.SQLAlchemyInbox), got {inbox!r}"
+            )
+        options = dataclasses.replace(options, inbox=inbox)
 
     def decorate(method: F) -> F:
         if not callable(method):
@@ -297,11 +313,17 @@ class JobHandlerRegistry:
         existing = self._handlers.get(options.job_type)
         if existing is not None:
             raise DuplicateHandlerError(options.job_type, existing.source, source)
+        is_async = calls_coroutine_function(function)
+        if options.inbox is not None and not is_async:
+            raise TypeError(
+                f"the handler of {options.job_type!r} ({source}) has an inbox: it must be an "
+                "async def (the inbox's transaction is an AsyncSession's, on the event loop)"
+            )
         handler = RegisteredHandler(
             options=options,
             function=function,
             source=source,
-            is_async=calls_coroutine_function(function),
+            is_async=is_async,
             takes_context=_takes_context(function, options.job_type),
         )
         self._handlers[options.job_type] = handler

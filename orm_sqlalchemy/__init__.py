@@ -9,9 +9,10 @@ from .engine import (
     pooler_connect_args,
 )
 from .errors import NoTransactionError, SQLAlchemyJobsError
+from .inbox import SQLAlchemyInbox
 from .outbox import SQLAlchemyOutboxStore
 from .store import SQLAlchemyJobStore
-from .tables import JobSchema, OutboxSchema, job_schema, outbox_schema
+from .tables import InboxSchema, JobSchema, OutboxSchema, inbox_schema, job_schema, outbox_schema
 from .transactions import (
     SQLAlchemyTransactionManager,
     TransactionRolledBackError,
@@ -32,6 +33,9 @@ __all__ = [
     "job_schema",
     "OutboxSchema",
     "outbox_schema",
+    "SQLAlchemyInbox",
+    "InboxSchema",
+    "inbox_schema",
     "create_engine",
     "create_sync_engine",
     "configure_sqlite",

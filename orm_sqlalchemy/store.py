@@ -62,6 +62,7 @@ from jobs.spi.support import (
 
 from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
 from ._database.errors import check_engine, store_error
+from ._database.in_transaction import InTransactionCompletion
 from ._database.listener import listen_engine
 from ._database.next_due import NextDue
 from ._database.sqlite_commits import sqlite_commits
@@ -134,6 +135,9 @@ class SQLAlchemyJobStore(SQLOperations):
         url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
         quoted = dialect.identifier_preparer.format_table
+        self._in_transaction = InTransactionCompletion(
+            self._engine, quoted(self._schema.jobs)
+        )
         self._sql = (
             load_statements(dialect.name, quoted(self._schema.jobs))
             | load_statements(dialect.name, quoted(self._schema.workers), resource="workers")
@@ -306,6 +310,28 @@ class SQLAlchemyJobStore(SQLOperations):
 
     async def complete(self, job_id: str, lease_token: str) -> bool:
         return await self._finish(job_id, lease_token, "completed", None)
+
+    def completes_in(self, bind: Any) -> bool:
+        """``jobs.spi.CompletesInTransaction``: whether ``bind`` (a SQLAlchemy Engine or
+        Connection) is on this store's database (certainly: else the runner settles)."""
+        return self._in_transaction.reaches(bind)
+
+    async def complete_in(self, connection: Any, job_id: str, lease_token: str) -> bool:
+        """``complete`` through ``connection`` (an AsyncConnection in the app's transaction,
+        on this store's database): commits or rolls back with it (an inbox's)."""
+        self._check_open()
+        return await self._in_transaction.complete(
+            connection,
+            {
+                "id": job_id,
+                "lease_token": lease_token,
+                "state": "completed",
+                "error": None,
+                "retain_ms": self._retention.completed_ms,
+                "max_errors": MAX_ERRORS_KEPT,
+                "now": self._now(),
+            },
+        )
 
     async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
         """The batch in one statement, so one round trip and one commit on either database."""

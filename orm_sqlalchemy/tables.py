@@ -61,12 +61,14 @@ __all__ = [
     "DEFAULT_TABLE_PREFIX",
     "add_column_sql",
     "add_missing_columns",
+    "InboxSchema",
     "JobSchema",
     "OutboxSchema",
     "check_columns",
     "check_table_prefix",
     "column_names",
     "create_missing",
+    "inbox_schema",
     "job_schema",
     "listed_state",
     "lock_for_creation",
@@ -77,7 +79,7 @@ __all__ = [
     "state_key",
 ]
 
-TableKind = Literal["jobs", "outbox"]
+TableKind = Literal["jobs", "outbox", "inbox"]
 
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
@@ -540,3 +542,47 @@ def outbox_schema(
         sqlite_where=keyed,
     )
     return OutboxSchema(metadata, entries, notify_channel("outbox", qualified))
+
+
+@dataclass(frozen=True)
+class InboxSchema:
+    """The inbox table of one prefix (``SQLAlchemyInbox``) and the MetaData holding it."""
+
+    metadata: MetaData
+    processed: Table
+
+
+INBOX_IDENTITY_LENGTH = MAX_KEY_LENGTH + 4
+"""``key:<job key>`` or ``id:<job id>``."""
+
+
+def inbox_schema(
+    table_prefix: str = "neverlost_",
+    metadata: MetaData | None = None,
+    *,
+    schema: str | None = None,
+) -> InboxSchema:
+    """The inbox table ``<prefix>inbox`` in ``metadata`` (a new MetaData when None): one row
+    per job whose effects committed, keyed by the job's identity (its key when it has one,
+    else its id), kept until ``processed_at`` + the inbox's retention.
+
+    If ``metadata`` already holds that table (another inbox made it), it is reused.
+    """
+    metadata = metadata if metadata is not None else MetaData()
+    name = f"{check_table_prefix(table_prefix)}inbox"
+    qualified = name if schema is None else f"{schema}.{name}"
+    existing = metadata.tables.get(qualified)
+    if existing is not None:
+        return InboxSchema(metadata, existing)
+    processed = Table(
+        name,
+        metadata,
+        Column("identity", String(INBOX_IDENTITY_LENGTH), primary_key=True),
+        Column("job_id", String(64), nullable=False),
+        Column("job_type", String(MAX_TYPE_LENGTH), nullable=False),
+        Column("attempt", Integer, nullable=False),
+        Column("processed_at", BigInteger, nullable=False),
+        schema=schema,
+    )
+    Index(f"ix_{name}_processed_at", processed.c.processed_at)
+    return InboxSchema(metadata, processed)

@@ -16,6 +16,7 @@ from .driver import (
     WorkerRegistry,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
+from .inbox import AttemptSettlement, CompletesInTransaction, InboxJob, JobInbox
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
     AUDIT_KEEP_MS,
@@ -82,6 +83,11 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    # the inbox (effects exactly once)
+    "JobInbox",
+    "InboxJob",
+    "AttemptSettlement",
+    "CompletesInTransaction",
     # opened from a URL (the neverlost.drivers entry points)
     "DRIVERS_GROUP",
     "DriverFactory",

@@ -1,0 +1,87 @@
+"""What an inbox needs of the engine and of a job store (``@job_handler(..., inbox=...)``).
+
+An inbox records the identity of each job whose effects committed, in the transaction of the
+effects themselves, so a re-run of the job (delivery is at least once) finds the record and
+skips them. The engine gives a handler's context an ``AttemptSettlement``: the attempt's job,
+its lease token and the store holding it. A store that can complete a job inside a transaction
+the app opened on the store's own database implements ``CompletesInTransaction``; an inbox on
+that database then completes the job in its transaction, fenced by the lease token, and marks
+the settlement, and the runner's settle after the handler makes no store call. Every other
+store is settled by the runner as usual, after the commit: a crash in between re-runs the job,
+and the inbox skips its effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["AttemptSettlement", "CompletesInTransaction", "InboxJob", "JobInbox"]
+
+
+def _nothing() -> None:
+    return None
+
+
+class AttemptSettlement:
+    """One attempt's settle, offered to an inbox (``JobContext.settlement``).
+
+    ``store`` is the job store (the runner's driver) holding ``job_id`` under ``lease_token``.
+    ``mark_completed()`` says the job was completed in the app's transaction, which committed:
+    the runner then settles nothing and counts the attempt completed.
+    """
+
+    __slots__ = ("completed", "job_id", "lease_token", "on_completed", "store")
+
+    def __init__(self, store: object, job_id: str, lease_token: str) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.lease_token = lease_token
+        self.completed = False
+        self.on_completed: Callable[[], None] = _nothing
+        """Set by the attempt: stop beating the lease (the job is no longer active)."""
+
+    def mark_completed(self) -> None:
+        if not self.completed:
+            self.completed = True
+            self.on_completed()
+
+
+@runtime_checkable
+class CompletesInTransaction(Protocol):
+    """A job store that can complete a job in a transaction the app opened (optional SPI)."""
+
+    def completes_in(self, bind: Any) -> bool:
+        """Whether a transaction on ``bind`` (a SQLAlchemy ``Engine`` for SQL stores, or
+        whatever the store's kind of connection is) reaches this store's table: the same
+        database. False when unsure: the runner then settles the job as usual."""
+        ...
+
+    async def complete_in(self, connection: Any, job_id: str, lease_token: str) -> bool:
+        """Complete the job through ``connection`` (the app's open transaction), as ``complete``
+        would: False, and no write, when ``lease_token`` no longer holds the job. The change
+        commits or rolls back with that transaction."""
+        ...
+
+
+class InboxJob(Protocol):
+    """What an inbox reads of a handler's context (``jobs.JobContext``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def settlement(self) -> AttemptSettlement | None: ...
+
+
+class JobInbox(Protocol):
+    """``@job_handler(..., inbox=...)``: runs the whole handler in ``once(ctx)``, and the
+    handler only when ``once`` yields True (no earlier execution of the job committed)."""
+
+    def once(self, ctx: InboxJob) -> AbstractAsyncContextManager[bool]: ...

@@ -1,0 +1,68 @@
+"""A job completed in the app's transaction (``jobs.spi.CompletesInTransaction``).
+
+``SQLAlchemyJobStore.complete_in`` runs the store's own ``finish`` statement (fenced by the
+lease token, as ``complete`` is) through ``text()`` on a connection of the app's, so the
+change commits or rolls back with the app's transaction. ``same_database`` says whether such a
+connection reaches the store's table; when the URLs do not make it certain, it says no, and
+the runner settles the job as usual.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlalchemy import URL, Engine, TextClause, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from .statements import text_statement
+
+__all__ = ["InTransactionCompletion", "same_database"]
+
+_PG_PORT = 5432
+
+
+class InTransactionCompletion:
+    """The ``finish`` statement of one job table, for connections of the app's."""
+
+    def __init__(self, engine: AsyncEngine, quoted_table: str) -> None:
+        self._engine = engine
+        self._statement: TextClause = text(
+            text_statement(engine.dialect.name, quoted_table, "finish", resource="jobs")
+        )
+        self._same: dict[int, bool] = {}
+
+    def reaches(self, bind: Any) -> bool:
+        """Whether ``bind`` (an Engine or a Connection) is on this table's database."""
+        engine = bind.engine if hasattr(bind, "engine") else bind
+        if not isinstance(engine, Engine):
+            return False
+        known = self._same.get(id(engine))
+        if known is None:
+            known = self._same[id(engine)] = engine is self._engine.sync_engine or (
+                same_database(self._engine.url, engine.url)
+            )
+        return known
+
+    async def complete(self, connection: AsyncConnection, params: dict[str, Any]) -> bool:
+        """Run ``finish`` on ``connection`` (in its open transaction); whether it completed."""
+        result = await connection.execute(self._statement, params)
+        return result.first() is not None
+
+
+def same_database(store: URL, app: URL) -> bool:
+    """Whether the two URLs certainly name one database: one SQLite file (not in memory), or
+    one PostgreSQL database on the same host and port."""
+    kind = store.get_backend_name()
+    if kind != app.get_backend_name():
+        return False
+    if kind == "sqlite":
+        database = store.database or ""
+        if database in ("", ":memory:") or "mode=memory" in database:
+            return False
+        return os.path.realpath(database) == os.path.realpath(app.database or "")
+    return (
+        (store.host or "localhost") == (app.host or "localhost")
+        and (store.port or _PG_PORT) == (app.port or _PG_PORT)
+        and (store.database or "") == (app.database or "")
+    )

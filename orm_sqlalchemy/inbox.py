@@ -1,0 +1,247 @@
+"""``SQLAlchemyInbox``: a handler's database effects committed once per job.
+
+``async with inbox.once(ctx) as first:`` opens a transaction of the inbox's manager (or joins
+the one open in this context) and inserts the job's identity into the inbox table in it
+(``INSERT ... ON CONFLICT DO NOTHING``). ``first`` is False when an earlier execution of the job
+already committed that row: the handler skips its effects. The effects written in the block
+(through ``tm.session`` / ``current_session()``) and the row commit together or not at all; an
+exception in the block rolls both back, so a retry runs again.
+
+Concurrent executions of one job (a stale worker and the lease's new holder) serialise on the
+row: on PostgreSQL the second INSERT waits for the first transaction and then finds the row (or
+inserts it, if the first rolled back); on SQLite transactions are one at a time already (the
+manager's writer gate in the process, the lock file and ``BEGIN IMMEDIATE`` between processes).
+
+The identity is the job's key when it has one (``key:<key>``: a repeat of the same logical job
+within the retention, such as an outbox entry published twice, is the same job), else its id
+(``id:<id>``). Rows are kept ``retain_ms`` (default 7 days) and deleted by ``purge()`` and, in
+passing, at most once per ``prune_interval_ms`` after a commit.
+
+When the runner's job store is on the same database and implements the SPI's
+``CompletesInTransaction`` (``SQLAlchemyJobStore`` does), the block's transaction also completes
+the job, fenced by its lease token, and the runner settles nothing afterwards: a crash after the
+commit cannot run the job again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from loguru import logger
+from sqlalchemy import URL, Connection, MetaData, Table, delete
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from jobs.spi import AttemptSettlement, CompletesInTransaction, InboxJob
+
+from ._database.errors import check_engine
+from .engine import create_engine
+from .tables import (
+    check_columns,
+    column_names,
+    create_missing,
+    inbox_schema,
+    lock_for_creation_sync,
+)
+from .transactions import SQLAlchemyTransactionManager
+
+__all__ = ["DEFAULT_INBOX_RETAIN_MS", "SQLAlchemyInbox", "inbox_identity"]
+
+DEFAULT_INBOX_RETAIN_MS = 7 * 24 * 3600 * 1000
+"""How long a processed job's row is kept: a re-delivery later than this runs again."""
+
+
+def inbox_identity(job: InboxJob) -> str:
+    """The row's key for ``job``: ``key:<key>`` when it has a key, else ``id:<id>``."""
+    return f"key:{job.key}" if job.key is not None else f"id:{job.id}"
+
+
+class SQLAlchemyInbox:
+    """The inbox table ``<prefix>inbox`` on the database of ``transaction_manager``.
+
+    ``transaction_manager`` is the app's ``SQLAlchemyTransactionManager`` (``once`` joins its
+    open transaction), or an AsyncEngine (borrowed) or a URL (owned, disposed by ``close()``),
+    for which the inbox makes a manager of its own (``transaction_manager``). ``table_prefix``,
+    ``schema`` and ``metadata`` place the table (yours, for Alembic); ``create_tables=False``
+    only checks it. ``retain_ms``: how long a row is kept.
+    """
+
+    def __init__(
+        self,
+        transaction_manager: SQLAlchemyTransactionManager | AsyncEngine | str | URL,
+        *,
+        table_prefix: str = "neverlost_",
+        schema: str | None = None,
+        metadata: MetaData | None = None,
+        retain_ms: int = DEFAULT_INBOX_RETAIN_MS,
+        prune_interval_ms: int | None = 60_000,
+        create_tables: bool = True,
+    ) -> None:
+        if type(retain_ms) is not int or retain_ms < 1:
+            raise ValueError(f"retain_ms must be a positive int, got {retain_ms!r}")
+        self._owned_engine: AsyncEngine | None = None
+        if isinstance(transaction_manager, SQLAlchemyTransactionManager):
+            self._tm = transaction_manager
+        elif isinstance(transaction_manager, AsyncEngine):
+            check_engine(transaction_manager, store="SQLAlchemyInbox")
+            self._tm = SQLAlchemyTransactionManager(transaction_manager)
+        elif isinstance(transaction_manager, str | URL):
+            engine = create_engine(transaction_manager)
+            self._tm = SQLAlchemyTransactionManager(engine)
+            self._owned_engine = engine
+        else:
+            raise TypeError(
+                "SQLAlchemyInbox takes a SQLAlchemyTransactionManager, an AsyncEngine or a "
+                f"database URL, got {transaction_manager!r}"
+            )
+        self._schema = inbox_schema(table_prefix, metadata, schema=schema)
+        dialect = self._tm.engine.dialect.name
+        if dialect not in ("postgresql", "sqlite"):
+            raise ValueError(f"SQLAlchemyInbox supports PostgreSQL and SQLite, not {dialect!r}")
+        self._postgres = dialect == "postgresql"
+        self._retain_ms = retain_ms
+        self._prune_interval_s = None if prune_interval_ms is None else prune_interval_ms / 1000
+        self._next_prune = time.monotonic() + (self._prune_interval_s or 0)
+        self._create_tables = create_tables
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"SQLAlchemyInbox({self._schema.processed.fullname})"
+
+    @property
+    def transaction_manager(self) -> SQLAlchemyTransactionManager:
+        return self._tm
+
+    @property
+    def table(self) -> Table:
+        return self._schema.processed
+
+    @property
+    def metadata(self) -> MetaData:
+        """The MetaData holding the inbox table, for Alembic (``target_metadata``)."""
+        return self._schema.metadata
+
+    @property
+    def session(self) -> AsyncSession:
+        """The session of the transaction open in this context (``once``'s)."""
+        return self._tm.session
+
+    @asynccontextmanager
+    async def once(self, ctx: InboxJob) -> AsyncIterator[bool]:
+        """Open (or join) the transaction and record ``ctx``'s job in it; yields whether this is
+        the first execution of the job to get there (False: an earlier one committed).
+
+        When the block ends without an exception, the job is completed in the same transaction
+        if its store shares the database (see the module's docs)."""
+        async with self._tm.transaction() as session:
+            first = await self._record(session, ctx)
+            yield first
+            await self._complete(session, ctx.settlement)
+            if self._prune_due():
+                self._tm.after_commit(self._prune_in_passing)
+
+    async def create_schema(self) -> None:
+        """Create the inbox table (and its index) unless it exists; check it otherwise."""
+        async with self._tm.transaction() as session:
+            await session.run_sync(lambda s: self._set_up(s.connection()))
+        self._ready = True
+
+    async def purge(self, *, older_than_ms: int | None = None) -> int:
+        """Delete the rows older than the retention (or ``older_than_ms``); how many."""
+        keep_ms = self._retain_ms if older_than_ms is None else older_than_ms
+        cutoff = _now_ms() - keep_ms
+        table = self.table
+        async with self._tm.transaction() as session:
+            if not self._ready:
+                await session.run_sync(lambda s: self._set_up(s.connection()))
+            result = await session.execute(delete(table).where(table.c.processed_at < cutoff))
+        self._ready = True
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    async def processed(self, ctx: InboxJob) -> bool:
+        """Whether an execution of ``ctx``'s job committed (its row is there)."""
+        table = self.table
+        async with self._tm.transaction() as session:
+            if not self._ready:
+                await session.run_sync(lambda s: self._set_up(s.connection()))
+            row = await session.execute(
+                table.select().where(table.c.identity == inbox_identity(ctx))
+            )
+            return row.first() is not None
+
+    async def close(self) -> None:
+        """Dispose the engine the inbox made from a URL (a borrowed one stays open)."""
+        if self._owned_engine is not None:
+            await self._owned_engine.dispose()
+
+    # -- in the transaction ------------------------------------------------------------------
+
+    async def _record(self, session: AsyncSession, ctx: InboxJob) -> bool:
+        if not self._ready:
+            await session.run_sync(lambda s: self._set_up(s.connection()))
+        values = {
+            "identity": inbox_identity(ctx),
+            "job_id": ctx.id,
+            "job_type": ctx.type,
+            "attempt": ctx.attempt,
+            "processed_at": _now_ms(),
+        }
+        table = self.table
+        statement = (postgresql_insert if self._postgres else sqlite_insert)(table)
+        result = await session.execute(
+            statement.values(values).on_conflict_do_nothing().returning(table.c.identity)
+        )
+        self._ready = True
+        return result.scalar() is not None
+
+    async def _complete(self, session: AsyncSession, settlement: AttemptSettlement | None) -> None:
+        """Complete the job in this transaction when its store shares the database."""
+        if settlement is None or settlement.completed:
+            return
+        store = settlement.store
+        if not isinstance(store, CompletesInTransaction):
+            return
+        if not store.completes_in(session.sync_session.get_bind()):
+            return
+        connection = await session.connection()
+        done = await store.complete_in(connection, settlement.job_id, settlement.lease_token)
+        if done:
+            self._tm.after_commit(settlement.mark_completed)
+        else:
+            logger.bind(job_id=settlement.job_id).info(
+                "job {}: its lease token no longer holds it; the inbox's transaction commits "
+                "without completing it (the runner's settle is refused, the new holder skips)",
+                settlement.job_id,
+            )
+
+    def _set_up(self, connection: Connection) -> None:
+        table = self.table
+        lock_for_creation_sync(connection, "inbox", table.fullname)
+        columns = column_names(connection, table)
+        if columns is None and self._create_tables:
+            create_missing(connection, {table: None})
+            return
+        check_columns(table, columns, store="inbox", connection=connection)
+
+    def _prune_due(self) -> bool:
+        interval = self._prune_interval_s
+        if interval is None:
+            return False
+        now = time.monotonic()
+        if now < self._next_prune:
+            return False
+        self._next_prune = now + interval
+        return True
+
+    async def _prune_in_passing(self) -> None:
+        try:
+            await self.purge()
+        except Exception:
+            logger.opt(exception=True).warning("{}: pruning old rows failed", self)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
