@@ -36,11 +36,15 @@ async def test_first_execution_commits_record_and_effect(effects_db: EffectsDb) 
 
 async def test_an_exception_rolls_back_record_and_effect(effects_db: EffectsDb) -> None:
     ctx = context_of("job-2")
-    with pytest.raises(Boom):
+
+    async def failing() -> None:
         async with effects_db.inbox.once(ctx) as first:
             assert first
             await effects_db.write_effect(ctx.id)
             raise Boom
+
+    with pytest.raises(Boom):
+        await failing()
     assert await effects_db.effect_count() == 0
     assert not await effects_db.inbox.processed(ctx)
 
@@ -52,13 +56,17 @@ async def test_an_exception_rolls_back_record_and_effect(effects_db: EffectsDb) 
 
 async def test_once_joins_the_apps_open_transaction(effects_db: EffectsDb) -> None:
     ctx = context_of("job-3")
-    with pytest.raises(Boom):
+
+    async def failing() -> None:
         async with effects_db.tm.transaction():
             await effects_db.write_effect("before")
             async with effects_db.inbox.once(ctx) as first:
                 assert first
                 await effects_db.write_effect(ctx.id)
             raise Boom  # after once(): the outer transaction, record included, rolls back
+
+    with pytest.raises(Boom):
+        await failing()
     assert await effects_db.effect_count() == 0
     assert not await effects_db.inbox.processed(ctx)
 
@@ -116,13 +124,12 @@ async def test_a_waiting_duplicate_runs_when_the_first_rolls_back(effects_db: Ef
     ctx = context_of("job-rb")
 
     async def failing() -> None:
-        with pytest.raises(Boom):
-            async with effects_db.inbox.once(ctx) as first:
-                assert first
-                await effects_db.write_effect("failing")
-                inside.set()
-                await release.wait()
-                raise Boom
+        async with effects_db.inbox.once(ctx) as first:
+            assert first
+            await effects_db.write_effect("failing")
+            inside.set()
+            await release.wait()
+            raise Boom
 
     async def duplicate() -> bool:
         await inside.wait()
@@ -133,8 +140,9 @@ async def test_a_waiting_duplicate_runs_when_the_first_rolls_back(effects_db: Ef
             return first
 
     async with asyncio.timeout(DEADLINE_S):
-        _, first = await asyncio.gather(failing(), duplicate())
-    assert first
+        failed, first = await asyncio.gather(failing(), duplicate(), return_exceptions=True)
+    assert isinstance(failed, Boom)
+    assert first is True
     assert await effects_db.effect_count("failing") == 0
     assert await effects_db.effect_count("duplicate") == 1
 
