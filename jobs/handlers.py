@@ -7,7 +7,7 @@ import functools
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
 from pydantic import BaseModel
 
@@ -123,12 +123,7 @@ def job_handler(
         type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls
     )
     if inbox is not None:
-        if not callable(getattr(inbox, "once", None)):
-            raise TypeError(
-                f"@job_handler({options.job_type!r}): inbox= takes an inbox (with a once(ctx) "
-                f"method, such as orm_sqlalchemy.SQLAlchemyInbox), got {inbox!r}"
-            )
-        options = dataclasses.replace(options, inbox=inbox)
+        options = dataclasses.replace(options, inbox=_checked_inbox(inbox, options.job_type))
 
     def decorate(method: F) -> F:
         if not callable(method):
@@ -137,6 +132,15 @@ def job_handler(
         return method
 
     return decorate
+
+
+def _checked_inbox(inbox: object, job_type: str) -> JobInbox:
+    if not callable(getattr(inbox, "once", None)):
+        raise TypeError(
+            f"handler {job_type!r}: inbox= takes an inbox (with a once(ctx) method, such as "
+            f"orm_sqlalchemy.SQLAlchemyInbox), got {inbox!r}"
+        )
+    return cast(JobInbox, inbox)
 
 
 def _options(
@@ -246,11 +250,14 @@ class JobHandlerRegistry:
         cron: str | None = None,
         timezone: str | None = None,
         max_stalls: int | None = None,
+        inbox: JobInbox | None = None,
     ) -> RegisteredHandler:
         """Register a plain function (or bound method) as the handler of a job type."""
         options = _options(
             type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls
         )
+        if inbox is not None:
+            options = dataclasses.replace(options, inbox=_checked_inbox(inbox, options.job_type))
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 
     def add(self, function: Callable[..., Any]) -> RegisteredHandler:
