@@ -180,8 +180,9 @@ class SQLAlchemyInbox:
     # -- in the transaction ------------------------------------------------------------------
 
     async def _record(self, session: AsyncSession, ctx: InboxJob) -> bool:
-        if not self._ready:
+        if not self._ready:  # in the app's transaction: ready once that commits (DDL rolls back)
             await session.run_sync(lambda s: self._set_up(s.connection()))
+            self._tm.after_commit(self._mark_ready)
         values = {
             "identity": inbox_identity(ctx),
             "job_id": ctx.id,
@@ -194,8 +195,10 @@ class SQLAlchemyInbox:
         result = await session.execute(
             statement.values(values).on_conflict_do_nothing().returning(table.c.identity)
         )
-        self._ready = True
         return result.scalar() is not None
+
+    def _mark_ready(self) -> None:
+        self._ready = True
 
     async def _complete(self, session: AsyncSession, settlement: AttemptSettlement | None) -> None:
         """Complete the job in this transaction when its store shares the database."""

@@ -167,3 +167,21 @@ def test_arguments_are_checked() -> None:
         SQLAlchemyInbox(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="retain_ms"):
         SQLAlchemyInbox("sqlite+aiosqlite://", retain_ms=0)
+
+
+async def test_a_table_made_by_a_rolled_back_execution_is_made_again(
+    effects_db: EffectsDb,
+) -> None:
+    """The first use creates the table in the app's transaction; when that rolls back (the
+    handler failed), so does the CREATE on SQLite and PostgreSQL: the next use makes it again."""
+    inbox = SQLAlchemyInbox(effects_db.tm, table_prefix=f"{effects_db.prefix}y_")
+
+    async def failing() -> None:
+        async with inbox.once(context_of("made")):
+            raise Boom
+
+    with pytest.raises(Boom):
+        await failing()
+    async with inbox.once(context_of("made", attempt=2)) as first:
+        assert first
+    assert await inbox.processed(context_of("made"))
