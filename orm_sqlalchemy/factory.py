@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from jobs.spi import DriverFactory, JobDriver, OutboxStore
 
 from .engine import create_engine
+from .inbox import SQLAlchemyInbox
 from .outbox import SQLAlchemyOutboxStore
 from .store import SQLAlchemyJobStore
 from .transactions import SQLAlchemyTransactionManager
@@ -65,6 +66,11 @@ class SQLOutbox:
         options = _table_prefix(options)
         options.pop("create", None)
         return SQLAlchemyJobStore(engine=self._engine, **options)
+
+    def open_inbox(self, **options: Any) -> SQLAlchemyInbox:
+        """A ``SQLAlchemyInbox`` in this site's transactions (``prefix``: its table's)."""
+        options = _table_prefix(options)
+        return SQLAlchemyInbox(self.transaction_manager, **options)
 
     async def close(self) -> None:
         await self._engine.dispose()

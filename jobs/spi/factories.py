@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .driver import JobDriver
+from .inbox import JobInbox
 from .outbox import OutboxStore
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ class SQLOutboxSite(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[AsyncSession]: ...
 
     def open_driver(self, **options: Any) -> JobDriver: ...
+
+    def open_inbox(self, **options: Any) -> JobInbox:
+        """An inbox on this database (``prefix=`` names its table), in ``transaction()``'s
+        transactions (``jobs.spi.inbox``)."""
+        ...
 
     async def close(self) -> None: ...
 

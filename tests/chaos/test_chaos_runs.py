@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs.testing.chaos import ChaosPlan, ChaosStore, WorkerOptions, kill_outbox, kill_workers
+from jobs.testing.chaos import (
+    ChaosPlan,
+    ChaosStore,
+    EffectsTarget,
+    WorkerOptions,
+    kill_outbox,
+    kill_workers,
+)
 from tests.stores import POSTGRES_URL, REDIS_URL
 
 SHORT = ChaosPlan(
@@ -89,3 +96,36 @@ async def test_every_committed_order_gets_one_job_while_relays_are_killed(
     assert verdict.kills >= 1
     assert (verdict.lost, verdict.unexpected) == (0, 0), verdict.lost_jobs
     assert verdict.jobs == SHORT.jobs - SHORT.jobs // SHORT.rollback_every
+
+
+EFFECTS = [
+    pytest.param("sqlite", "sqlite", id="sqlite"),  # the jobs on the effects' database
+    pytest.param(
+        "postgres", "postgres", id="postgres", marks=[pytest.mark.postgres, pytest.mark.slow]
+    ),
+    pytest.param(
+        "redis", "postgres", id="redis+postgres",
+        marks=[pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("jobs", "effects"), EFFECTS)
+async def test_effects_through_the_inbox_commit_once_while_workers_are_killed(
+    jobs: str, effects: str, tmp_path: Path
+) -> None:
+    """The SIGKILL soak with handlers committing an effect row each through the inbox: the
+    executions may repeat (at least once), the effects do not."""
+    store = ChaosStore.fresh(url_of(jobs, tmp_path))
+    target = EffectsTarget.fresh(url_of(effects, tmp_path), inbox=True)
+    try:
+        verdict = await kill_workers(store, SHORT, tmp_path, target)
+    finally:
+        await store.drop()
+        await target.drop()
+    assert verdict.problems == []
+    assert verdict.kills >= 1
+    assert (verdict.lost, verdict.unexpected) == (0, 0), verdict.lost_jobs
+    assert (verdict.effects, verdict.effect_duplicates) == (SHORT.jobs, 0)

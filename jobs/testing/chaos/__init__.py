@@ -5,9 +5,12 @@ Redis and prints one table; point it at your own stores with ``--sqlite``, ``--p
 ``--redis`` URLs. Each scenario starts worker processes on a fresh namespace, injects faults,
 and checks the ledger the handlers wrote against the store (see ``checker``): lost = 0,
 unexpected = 0, and every duplicate explained by a kill of the process that held the job.
+The effects variant (``EffectsTarget``) has the handlers commit an effect row each, through an
+inbox or not: effect duplicates = 0 through the inbox, while executions still repeat.
 """
 
-from .checker import Verdict, check_jobs, check_orders
+from .checker import Verdict, check_effects, check_jobs, check_orders
+from .effects import EffectsTarget
 from .fleet import Fleet, WorkerOptions
 from .ledger import Ledger
 from .scenarios import ChaosPlan, ChaosTimeoutError, kill_outbox, kill_workers
@@ -17,10 +20,12 @@ __all__ = [
     "ChaosPlan",
     "ChaosStore",
     "ChaosTimeoutError",
+    "EffectsTarget",
     "Fleet",
     "Ledger",
     "Verdict",
     "WorkerOptions",
+    "check_effects",
     "check_jobs",
     "check_orders",
     "drop_store",

@@ -24,10 +24,11 @@ from rich.table import Table
 from jobs.logs import enable_logging
 
 from .checker import Verdict
+from .effects import EffectsTarget
 from .fleet import WorkerOptions
 from .scenarios import ChaosPlan, kill_outbox, kill_workers
 from .server_faults import postgres_faults, redis_faults
-from .stores import ChaosStore
+from .stores import ChaosStore, store_kind
 
 Scenario = Callable[[ChaosStore, ChaosPlan, Path], Awaitable[Verdict]]
 
@@ -69,13 +70,36 @@ def _on(store: ChaosStore, scenario: Scenario) -> Callable[[ChaosPlan, Path], Aw
     return lambda plan, workdir: scenario(store, plan, workdir)
 
 
-def _matrix(urls: dict[str, str]) -> list[Case]:
+def _with_effects(store: ChaosStore, effects: EffectsTarget) -> Scenario:
+    async def run(_: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verdict:
+        return await kill_workers(store, plan, workdir, effects)
+
+    return run
+
+
+def _effects_url(kind: str, urls: dict[str, str], root: Path) -> str:
+    """The effects' database: the jobs' own for a SQL store (completed in the inbox's
+    transaction); PostgreSQL (else a SQLite file) beside Redis."""
+    if kind in ("sqlite", "postgres"):
+        return urls[kind]
+    return urls.get("postgres") or f"sqlite+aiosqlite:///{root / 'effects.db'}"
+
+
+def _matrix(urls: dict[str, str], root: Path) -> list[Case]:
     """Every scenario that fits the stores given; server faults start private servers."""
     cases: list[Case] = []
     for url in urls.values():
         for name, control in (("control: no kills", True), ("SIGKILL workers", False)):
             store = ChaosStore.fresh(url)
             cases.append(Case(name, store.label, _on(store, kill_workers), store.drop, control))
+    for kind, url in urls.items():
+        effects_url = _effects_url(kind, urls, root)
+        for inbox in (True, False):
+            store = ChaosStore.fresh(url)
+            effects = EffectsTarget.fresh(effects_url, inbox=inbox)
+            label = f"{store.label}, effects {store_kind(effects_url)}"
+            name = "SIGKILL, effects: inbox" if inbox else "SIGKILL, effects: no inbox (control)"
+            cases.append(Case(name, label, _on(store, _with_effects(store, effects)), store.drop))
     pairs = [(urls[kind], urls[kind]) for kind in ("sqlite", "postgres") if kind in urls]
     if "postgres" in urls and "redis" in urls:
         pairs.append((urls["postgres"], urls["redis"]))
@@ -97,7 +121,7 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="neverlost-chaos-") as tmp:
         root = Path(tmp)
-        for index, case in enumerate(_matrix(_stores(args, root))):
+        for index, case in enumerate(_matrix(_stores(args, root), root)):
             workdir = root / f"run-{index}"
             workdir.mkdir()
             step = replace(plan, kill_every_s=0.0) if case.control else plan
@@ -123,14 +147,17 @@ def _print_progress(run: Run) -> None:
 def render(runs: list[Run], console: Console) -> None:
     table = Table(title="chaos: at least once, checked")
     for column in ("scenario", "store", "jobs", "kills", "executions", "lost", "duplicates",
-                   "stalls", "unexpected", "unexplained", "s"):  # fmt: skip
+                   "stalls", "unexpected", "unexplained", "effects", "effect dups",
+                   "s"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("scenario", "store") else "right")
     for run in runs:
         if run.verdict is None:
             table.add_row(run.scenario, run.store, f"[red]{run.error}[/red]")
             continue
         row = run.verdict.as_row()
+        effects = [run.verdict.effects, run.verdict.effect_duplicates]
         table.add_row(run.scenario, run.store, *(str(v) for v in row.values()),
+                      *("-" if v is None else str(v) for v in effects),
                       f"{run.seconds:.0f}")  # fmt: skip
     console.print(table)
     for run in runs:

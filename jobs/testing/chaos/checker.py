@@ -40,6 +40,10 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     lost_jobs: list[str] = field(default_factory=list)
     """Each lost job (or order) and the state the store left it in, for the failure message."""
+    effects: int | None = None
+    """The effects variant: effect rows committed (one per job when each committed once)."""
+    effect_duplicates: int | None = None
+    """Jobs whose effect was committed more than once (0 through an inbox)."""
 
     @property
     def unexplained(self) -> int:
@@ -137,6 +141,27 @@ def _check_executions(
         )
     if not killed and info.attempts != len(runs):
         verdict.problems.append(f"job {job_id}: {info.attempts} claims, {len(runs)} executions")
+
+
+def check_effects(
+    verdict: Verdict, acknowledged: Collection[str], counts: Mapping[str, int], inbox: bool
+) -> None:
+    """The effects variant: every acknowledged job committed its effect, and, through an
+    inbox, exactly once (without one, a duplicate is the at-least-once the inbox prevents)."""
+    verdict.effects = sum(counts.values())
+    verdict.effect_duplicates = sum(1 for count in counts.values() if count > 1)
+    expected = set(acknowledged)
+    missing = [job_id for job_id in acknowledged if counts.get(job_id, 0) == 0]
+    for job_id in missing[:10]:
+        verdict.problems.append(f"job {job_id}: no effect committed")
+    for job_id in sorted(set(counts) - expected)[:10]:
+        verdict.problems.append(f"an effect of job {job_id}, which nobody enqueued")
+    if inbox:
+        for job_id, count in sorted(counts.items()):
+            if count > 1:
+                verdict.problems.append(
+                    f"job {job_id}: its effect committed {count} times through the inbox"
+                )
 
 
 def check_orders(

@@ -18,6 +18,8 @@ class WorkerOptions:
     lease_ms: int = 3_000
     concurrency: int = 8
     handler_ms: int = 50
+    effects: str | None = None
+    """An ``EffectsTarget`` as JSON: the workers' handlers commit effects there."""
 
 
 @dataclass
@@ -46,6 +48,8 @@ class Fleet:
             "--concurrency", str(self.options.concurrency),
             "--handler-ms", str(self.options.handler_ms),
         ]  # fmt: skip
+        if self.options.effects is not None:
+            args += ["--effects", self.options.effects]
         with log.open("wb") as stderr:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "jobs.testing.chaos.worker", *args,

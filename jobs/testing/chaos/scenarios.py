@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from sqlalchemy import Table, select
 from jobs import JobDriver, JobInfo, JobQueue
 from jobs.spi.factories import SQLOutboxSite
 
-from .checker import Verdict, check_jobs, check_orders
+from .checker import Verdict, check_effects, check_jobs, check_orders
+from .effects import EFFECT, EffectsTarget
 from .fleet import Fleet, WorkerOptions
 from .ledger import Ledger
 from .stores import ChaosStore
@@ -104,7 +105,15 @@ async def _infos(driver: JobDriver, ids: set[str]) -> dict[str, JobInfo | None]:
     return {job_id: await driver.get_job(job_id) for job_id in ids}
 
 
-async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verdict:
+async def kill_workers(
+    store: ChaosStore, plan: ChaosPlan, workdir: Path, effects: EffectsTarget | None = None
+) -> Verdict:
+    """The SIGKILL soak; with ``effects``, each job's handler commits an effect row there
+    (through an inbox, or not: ``EffectsTarget.inbox``), and the verdict counts them."""
+    if effects is not None:
+        plan = replace(plan, options=replace(plan.options, effects=effects.to_json()))
+        await effects.create_table()
+    job_type = WORK if effects is None else EFFECT
     ledger, fleet = open_fleet(store, plan, workdir)
     driver = store.open_driver()
     deadline = time.monotonic() + plan.deadline_s
@@ -117,7 +126,7 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
             # kills start while the jobs are still being enqueued, not after
             for start in range(0, plan.jobs, 100):
                 batch = range(start, min(start + 100, plan.jobs))
-                enqueues = (queue.enqueue(WORK, {"n": n}) for n in batch)
+                enqueues = (queue.enqueue(job_type, {"n": n}) for n in batch)
                 ids = await asyncio.gather(*enqueues)
                 acknowledged.extend(job_id for job_id in ids if job_id is not None)
 
@@ -132,11 +141,15 @@ async def kill_workers(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Ver
         verdict = check_jobs(
             acknowledged, await _infos(driver, set(acknowledged) | starts), events, fleet.killed
         )
+        if effects is not None:
+            check_effects(verdict, acknowledged, await effects.effect_counts(), effects.inbox)
         _check_exits(codes, verdict)
         return verdict
     finally:
         await fleet.abandon()
         await driver.close()
+        if effects is not None:
+            await effects.drop()
 
 
 async def kill_outbox(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> Verdict:

@@ -34,6 +34,7 @@ from jobs import (
 from jobs.logs import enable_logging
 from jobs.spi import SQLOutboxSite
 
+from .effects import EFFECT, EffectsTarget, EffectWriter
 from .ledger import Ledger
 from .stores import ChaosStore
 
@@ -42,9 +43,12 @@ ORDER = "chaos.order"
 
 
 class ChaosHandlers:
-    def __init__(self, ledger: Ledger, handler_ms: int) -> None:
+    def __init__(
+        self, ledger: Ledger, handler_ms: int, effects: EffectWriter | None = None
+    ) -> None:
         self.ledger = ledger
         self.handler_s = handler_ms / 1000
+        self.effects = effects
 
     async def _execute(self, ctx: JobContext, **fields: Any) -> None:
         self.ledger.write("start", job=ctx.id, attempt=ctx.attempt, stalls=ctx.stalls, **fields)
@@ -59,9 +63,23 @@ class ChaosHandlers:
     async def order(self, payload: dict[str, Any], ctx: JobContext) -> None:
         await self._execute(ctx, order=payload["order"])
 
+    @job_handler(EFFECT)
+    async def effect(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        """Commit one effect row (through the inbox, or not: the control), then wait."""
+        if self.effects is None:
+            raise RuntimeError("this chaos worker was started without --effects")
+        fields = {"attempt": ctx.attempt, "stalls": ctx.stalls, "n": payload["n"]}
+        self.ledger.write("start", job=ctx.id, **fields)
+        await self.effects.write(ctx, self.handler_s)
+        self.ledger.write("end", job=ctx.id, **fields)
+
 
 def worker_configuration(
-    store: ChaosStore, ledger: Ledger, settings: JobsSettings, handler_ms: int
+    store: ChaosStore,
+    ledger: Ledger,
+    settings: JobsSettings,
+    handler_ms: int,
+    effects: EffectWriter | None = None,
 ) -> list[type]:
     @configuration
     class ChaosWorkerConfiguration:
@@ -71,7 +89,7 @@ def worker_configuration(
 
         @entry()
         def chaos_handlers(self) -> ChaosHandlers:
-            return ChaosHandlers(ledger, handler_ms)
+            return ChaosHandlers(ledger, handler_ms, effects)
 
     if store.outbox_url is None:
 
@@ -79,6 +97,9 @@ def worker_configuration(
         class ChaosJobsConfiguration:
             @entry(JOB_DRIVER)
             def job_driver(self) -> JobDriver:
+                if effects is not None and effects.target.url == store.job_url:
+                    # the jobs on the effects' database: one engine (SQLite: one writer gate)
+                    return effects.site.open_driver(prefix=store.namespace)
                 return store.open_driver()
 
         return [ChaosWorkerConfiguration, ChaosJobsConfiguration]
@@ -118,15 +139,22 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--lease-ms", type=int, default=3_000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--handler-ms", type=int, default=5)
+    parser.add_argument("--effects", help="an EffectsTarget as JSON (the effects variant)")
     args = parser.parse_args(argv)
     store = ChaosStore.from_json(args.store)
+    effects: EffectWriter | None = None
+    if args.effects:
+        target = EffectsTarget.from_json(args.effects)
+        effects = EffectWriter(target, target.open_site())
     settings = JobsSettings(
         lease_ms=args.lease_ms, concurrency=args.concurrency, poll_interval_ms=200
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    configurations = worker_configuration(store, Ledger(args.ledger), settings, args.handler_ms)
+    configurations = worker_configuration(
+        store, Ledger(args.ledger), settings, args.handler_ms, effects
+    )
     context = await ApplicationBuilder([JobsAutoConfiguration, *configurations]).run()
     try:
         context.get_value(JOB_RUNNER).start()
@@ -137,6 +165,8 @@ async def main(argv: list[str]) -> int:
         await stop.wait()
     finally:
         await context.close()
+        if effects is not None:
+            await effects.site.close()
     return 0
 
 
