@@ -16,6 +16,7 @@ from loguru import logger
 from jobs.logs import enable_logging
 
 from .drivers import FACTORIES, DriverFactory
+from .inbox_cost import inbox_cost_rows
 from .listing import listing_row
 from .load_report import bulk_rows, io_drain_rows, outbox_load_rows, single_enqueue_rows
 from .outbox import commit_to_handler
@@ -66,6 +67,7 @@ async def main(argv: list[str]) -> int:
         help="rows under load (comma-separated)",
     )
     parser.add_argument("--load-seconds", type=float, default=4.0, help="outbox load duration")
+    parser.add_argument("--inbox-jobs", type=int, default=2_000, help="jobs per inbox run")
     args = parser.parse_args(argv)
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
@@ -102,6 +104,7 @@ async def main(argv: list[str]) -> int:
             continue
         print(f"| {kind} | {_fmt(p50, 2)} | {_fmt(p99, 2)} |", flush=True)
     await _outbox_cost(args.runs)
+    await _inbox_cost(args.runs, args.inbox_jobs)
     await _listing(args.listing, args.listing_jobs)
     await _under_load(args)
     return 0
@@ -135,6 +138,22 @@ async def _outbox_cost(runs: int) -> None:
         rows = await outbox_cost(runs)
     except Exception as exc:
         print(f"| postgres | unavailable: {type(exc).__name__}: {exc} |")
+        return
+    for row in rows:
+        print("| " + " | ".join(row) + " |", flush=True)
+
+
+async def _inbox_cost(runs: int, n: int) -> None:
+    print(
+        f"\nInbox cost: {n} jobs drained (concurrency 10), each handler committing one effect "
+        "row, plain or through @job_handler(inbox=...); microseconds per job\n"
+    )
+    print("| effects (jobs) | plain us/job | inbox us/job | inbox cost us/job |")
+    print("|---|---|---|---|")
+    try:
+        rows = await inbox_cost_rows(runs, n)
+    except Exception as exc:
+        print(f"| inbox | unavailable: {type(exc).__name__}: {exc} |")
         return
     for row in rows:
         print("| " + " | ".join(row) + " |", flush=True)
