@@ -10,6 +10,7 @@ the runner settles the job as usual.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 from sqlalchemy import URL, Engine, TextClause, text
@@ -30,16 +31,16 @@ class InTransactionCompletion:
         self._statement: TextClause = text(
             text_statement(engine.dialect.name, quoted_table, "finish", resource="jobs")
         )
-        self._same: dict[int, bool] = {}
+        self._same: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 
     def reaches(self, bind: Any) -> bool:
         """Whether ``bind`` (an Engine or a Connection) is on this table's database."""
         engine = bind.engine if hasattr(bind, "engine") else bind
         if not isinstance(engine, Engine):
             return False
-        known = self._same.get(id(engine))
+        known = self._same.get(engine)
         if known is None:
-            known = self._same[id(engine)] = engine is self._engine.sync_engine or (
+            known = self._same[engine] = engine is self._engine.sync_engine or (
                 same_database(self._engine.url, engine.url)
             )
         return known
