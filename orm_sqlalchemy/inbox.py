@@ -26,17 +26,21 @@ commit cannot run the job again.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from loguru import logger
 from sqlalchemy import URL, Connection, MetaData, Table, delete
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from jobs.spi import AttemptSettlement, CompletesInTransaction, InboxJob
+from jobs.spi.support import redact_url
 
+from ._database.app_appends import other_database
+from ._database.app_commits import after_connection_commit, after_session_commit
 from ._database.errors import check_engine
 from .engine import create_engine
 from .tables import (
@@ -49,6 +53,9 @@ from .tables import (
 from .transactions import SQLAlchemyTransactionManager
 
 __all__ = ["DEFAULT_INBOX_RETAIN_MS", "SQLAlchemyInbox", "inbox_identity"]
+
+AfterCommit = Callable[[Callable[[], None]], None]
+"""Registers a callback for after the transaction's commit (the manager's, or the app's)."""
 
 DEFAULT_INBOX_RETAIN_MS = 7 * 24 * 3600 * 1000
 """How long a processed job's row is kept: a re-delivery later than this runs again."""
@@ -130,18 +137,62 @@ class SQLAlchemyInbox:
         return self._tm.session
 
     @asynccontextmanager
-    async def once(self, ctx: InboxJob) -> AsyncIterator[bool]:
+    async def once(
+        self, ctx: InboxJob, *, session: AsyncSession | AsyncConnection | None = None
+    ) -> AsyncIterator[bool]:
         """Open (or join) the transaction and record ``ctx``'s job in it; yields whether this is
         the first execution of the job to get there (False: an earlier one committed).
 
         When the block ends without an exception, the job is completed in the same transaction
-        if its store shares the database (see the module's docs)."""
-        async with self._tm.transaction() as session:
-            first = await self._record(session, ctx)
+        if its store shares the database (see the module's docs). ``session``: an
+        ``AsyncSession`` or ``AsyncConnection`` the app opened itself, on the inbox's database,
+        whose transaction is used instead (the app commits it, or rolls it back)."""
+        if session is not None:
+            async with self._in_apps(ctx, session) as first:
+                yield first
+            return
+        async with self._tm.transaction() as own:
+            first = await self._record(own, ctx, self._tm.after_commit)
             yield first
-            await self._complete(session, ctx.settlement)
+            await self._complete(own, ctx.settlement, self._tm.after_commit)
             if self._prune_due():
                 self._tm.after_commit(self._prune_in_passing)
+
+    @asynccontextmanager
+    async def _in_apps(
+        self, ctx: InboxJob, session: AsyncSession | AsyncConnection
+    ) -> AsyncIterator[bool]:
+        if isinstance(session, AsyncSession):
+            sync_session = session.sync_session
+            self._check_database(sync_session.get_bind())
+
+            def after_commit(callback: Callable[[], object]) -> None:
+                after_session_commit(sync_session, callback, lambda: _call(callback))
+
+        elif isinstance(session, AsyncConnection):
+            sync_connection = session.sync_connection
+            assert sync_connection is not None
+            self._check_database(sync_connection.engine)
+
+            def after_commit(callback: Callable[[], object]) -> None:
+                after_connection_commit(sync_connection, callback, lambda: _call(callback))
+
+        else:
+            raise TypeError(
+                f"once(session=...) takes an AsyncSession or an AsyncConnection, got {session!r}"
+            )
+        first = await self._record(session, ctx, after_commit)
+        yield first
+        await self._complete(session, ctx.settlement, after_commit)
+
+    def _check_database(self, bind: Any) -> None:
+        engine = getattr(bind, "engine", bind)
+        problem = other_database(self._tm.engine.url, engine.url)
+        if problem is not None:
+            raise ValueError(
+                f"once(session=...): the session is on {redact_url(engine.url)}, {problem}; "
+                f"{self!r} keeps its table on {redact_url(self._tm.engine.url)}"
+            )
 
     async def create_schema(self) -> None:
         """Create the inbox table (and its index) unless it exists; check it otherwise."""
@@ -179,10 +230,15 @@ class SQLAlchemyInbox:
 
     # -- in the transaction ------------------------------------------------------------------
 
-    async def _record(self, session: AsyncSession, ctx: InboxJob) -> bool:
+    async def _record(
+        self, target: AsyncSession | AsyncConnection, ctx: InboxJob, after_commit: AfterCommit
+    ) -> bool:
         if not self._ready:  # in the app's transaction: ready once that commits (DDL rolls back)
-            await session.run_sync(lambda s: self._set_up(s.connection()))
-            self._tm.after_commit(self._mark_ready)
+            if isinstance(target, AsyncSession):
+                await target.run_sync(lambda s: self._set_up(s.connection()))
+            else:
+                await target.run_sync(self._set_up)
+            after_commit(self._mark_ready)
         values = {
             "identity": inbox_identity(ctx),
             "job_id": ctx.id,
@@ -192,7 +248,7 @@ class SQLAlchemyInbox:
         }
         table = self.table
         statement = (postgresql_insert if self._postgres else sqlite_insert)(table)
-        result = await session.execute(
+        result = await target.execute(
             statement.values(values).on_conflict_do_nothing().returning(table.c.identity)
         )
         return result.scalar() is not None
@@ -200,19 +256,28 @@ class SQLAlchemyInbox:
     def _mark_ready(self) -> None:
         self._ready = True
 
-    async def _complete(self, session: AsyncSession, settlement: AttemptSettlement | None) -> None:
+    async def _complete(
+        self,
+        target: AsyncSession | AsyncConnection,
+        settlement: AttemptSettlement | None,
+        after_commit: AfterCommit,
+    ) -> None:
         """Complete the job in this transaction when its store shares the database."""
         if settlement is None or settlement.completed:
             return
         store = settlement.store
         if not isinstance(store, CompletesInTransaction):
             return
-        if not store.completes_in(session.sync_session.get_bind()):
+        if isinstance(target, AsyncSession):
+            bind: Any = target.sync_session.get_bind()
+            connection = await target.connection()
+        else:
+            bind, connection = target.sync_engine, target
+        if not store.completes_in(bind):
             return
-        connection = await session.connection()
         done = await store.complete_in(connection, settlement.job_id, settlement.lease_token)
         if done:
-            self._tm.after_commit(settlement.mark_completed)
+            after_commit(settlement.mark_completed)
         else:
             logger.bind(job_id=settlement.job_id).info(
                 "job {}: its lease token no longer holds it; the inbox's transaction commits "
@@ -244,6 +309,10 @@ class SQLAlchemyInbox:
             await self.purge()
         except Exception:
             logger.opt(exception=True).warning("{}: pruning old rows failed", self)
+
+
+def _call(callback: Callable[[], object]) -> None:
+    callback()
 
 
 def _now_ms() -> int:

@@ -79,9 +79,7 @@ def context_of(
     job_type: str = "effects.write",
 ) -> JobContext:
     token = settlement.lease_token if settlement is not None else None
-    return JobContext(
-        job_id, job_type, attempt, 3, AbortSignal(), key, None, 0, token, settlement
-    )
+    return JobContext(job_id, job_type, attempt, 3, AbortSignal(), key, None, 0, token, settlement)
 
 
 @pytest.fixture(params=EFFECTS_KINDS)

@@ -93,9 +93,7 @@ async def jobs(
             await drop_store(opened.url, opened.namespace)
 
 
-async def run_until_finished(
-    jobs: Jobs, registry: JobHandlerRegistry, job_id: str
-) -> str:
+async def run_until_finished(jobs: Jobs, registry: JobHandlerRegistry, job_id: str) -> str:
     """Run a runner until the job is finished (completed or failed); its state."""
     runner = JobRunner(jobs.driver, registry, SETTINGS)
     runner.start()
