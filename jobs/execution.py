@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import inspect
 import time
 from collections.abc import Callable
@@ -324,7 +325,9 @@ class Attempt:
         settlement = self.settlement = AttemptSettlement(
             self.services.settler.driver, job.id, job.lease_token
         )
-        settlement.on_completed = self._completed_in_transaction
+        # no more beats: the job is no longer active (a partial, not a bound method of the
+        # attempt: no reference cycle through the settlement the context holds)
+        settlement.on_completed = functools.partial(self.services.leases.release, self.lease)
         return JobContext(
             job.id,
             job.type,
@@ -337,11 +340,6 @@ class Attempt:
             job.lease_token,
             settlement,
         )
-
-    def _completed_in_transaction(self) -> None:
-        """An inbox completed the job in the app's committed transaction: no more beats (the
-        store would refuse them: the job is no longer active), and no interruption for it."""
-        self.services.leases.release(self.lease)
 
     # -- interruptions -------------------------------------------------------------------------
 
