@@ -114,6 +114,13 @@ class SQLAlchemyInbox:
         self._next_prune = time.monotonic() + (self._prune_interval_s or 0)
         self._create_tables = create_tables
         self._ready = False
+        table = self._schema.processed
+        self._insert = (
+            (postgresql_insert if self._postgres else sqlite_insert)(table)
+            .on_conflict_do_nothing()
+            .returning(table.c.identity)
+        )
+        """Made once: executed with each job's values (compiled once, from the cache)."""
 
     def __repr__(self) -> str:
         return f"SQLAlchemyInbox({self._schema.processed.fullname})"
@@ -246,11 +253,7 @@ class SQLAlchemyInbox:
             "attempt": ctx.attempt,
             "processed_at": _now_ms(),
         }
-        table = self.table
-        statement = (postgresql_insert if self._postgres else sqlite_insert)(table)
-        result = await target.execute(
-            statement.values(values).on_conflict_do_nothing().returning(table.c.identity)
-        )
+        result = await target.execute(self._insert, values)
         return result.scalar() is not None
 
     def _mark_ready(self) -> None:
