@@ -291,3 +291,41 @@ def test_an_inbox_needs_an_async_handler(effects_db: EffectsDb) -> None:
 def test_inbox_takes_an_inbox() -> None:
     with pytest.raises(TypeError, match="inbox= takes an inbox"):
         job_handler(JOB, inbox=object())  # type: ignore[arg-type]
+
+
+async def test_a_job_completed_in_the_transaction_is_not_interrupted_after_it(
+    effects_db: EffectsDb,
+) -> None:
+    """The store refuses heartbeats for a job no longer active; once the inbox completed it,
+    the runner beats it no more, so the handler's code after the block is not interrupted as
+    if the lease were lost. Heartbeats every 100 ms; the handler goes on for 5 of them."""
+    store = SQLAlchemyJobStore(effects_db.url, table_prefix=effects_db.prefix)
+    settings = JobsSettings(poll_interval_ms=50, lease_ms=1_000, heartbeat_ms=100)
+    signals: list[str | None] = []
+    done = asyncio.Event()
+
+    @job_handler(JOB)
+    async def handler(payload: dict[str, Any], ctx: JobContext) -> None:
+        async with effects_db.inbox.once(ctx):
+            await effects_db.write_effect(ctx.id)
+        await asyncio.sleep(0.5)  # heartbeats would be due (and refused) meanwhile
+        signals.append(ctx.signal.reason)
+        done.set()
+
+    runner = JobRunner(store, registry_of(handler), settings)
+    try:
+        job_id = await JobQueue(store).enqueue(JOB, {})
+        assert job_id is not None
+        with captured_logs("WARNING") as logs:
+            runner.start()
+            async with asyncio.timeout(DEADLINE_S):
+                await done.wait()
+            await runner.close(drain_timeout_ms=5_000)
+        assert signals == [None]
+        assert [log["message"] for log in logs] == []
+        info = await store.get_job(job_id)
+        assert info is not None
+        assert info.state == "completed"
+    finally:
+        await runner.close()
+        await store.close()
