@@ -122,6 +122,13 @@ class Boom(Exception):
     pass
 
 
+def job_warnings(logs: list[dict[str, Any]]) -> list[str]:
+    """The warnings about jobs (a refused settle, a lost lease, an interrupted handler): not
+    those a store may log about its connections meanwhile."""
+    words = ("reclaimed", "lease", "interrupted", "raised")
+    return [log["message"] for log in logs if any(word in log["message"] for word in words)]
+
+
 async def test_a_failed_attempts_effects_roll_back_and_the_retry_runs_them(
     jobs: Jobs, effects_db: EffectsDb
 ) -> None:
@@ -219,7 +226,7 @@ async def test_the_job_is_completed_in_the_inbox_transaction_on_a_shared_databas
     with captured_logs("WARNING") as logs:
         assert await run_until_finished(jobs, registry_of(handler), job_id) == "completed"
     assert seen == (["completed"] if jobs.shares_database else ["active"])
-    assert logs == []  # the runner's settle after it was no error, and no warning
+    assert job_warnings(logs) == []  # the runner's settle after it: no error, no warning
 
 
 @pytest.mark.postgres
@@ -322,7 +329,7 @@ async def test_a_job_completed_in_the_transaction_is_not_interrupted_after_it(
                 await done.wait()
             await runner.close(drain_timeout_ms=5_000)
         assert signals == [None]
-        assert [log["message"] for log in logs] == []
+        assert job_warnings(logs) == []
         info = await store.get_job(job_id)
         assert info is not None
         assert info.state == "completed"
