@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterable
@@ -120,10 +119,8 @@ def job_handler(
     effects committed skips the handler and completes the job (docs: "Effects exactly once").
     """
     options = _options(
-        type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls
+        type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls, inbox
     )
-    if inbox is not None:
-        options = dataclasses.replace(options, inbox=_checked_inbox(inbox, options.job_type))
 
     def decorate(method: F) -> F:
         if not callable(method):
@@ -151,6 +148,7 @@ def _options(
     cron: str | None,
     timezone: str | None,
     max_stalls: int | None,
+    inbox: JobInbox | None = None,
 ) -> HandlerOptions:
     if isinstance(type_or_definition, JobDefinition):
         definition: JobDefinition[Any] | None = type_or_definition
@@ -182,6 +180,7 @@ def _options(
         cron=cron,
         timezone=timezone,
         max_stalls=max_stalls,
+        inbox=None if inbox is None else _checked_inbox(inbox, job_type),
     )
 
 
@@ -254,10 +253,15 @@ class JobHandlerRegistry:
     ) -> RegisteredHandler:
         """Register a plain function (or bound method) as the handler of a job type."""
         options = _options(
-            type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls
+            type_or_definition,
+            max_attempts,
+            timeout_ms,
+            backoff,
+            cron,
+            timezone,
+            max_stalls,
+            inbox,
         )
-        if inbox is not None:
-            options = dataclasses.replace(options, inbox=_checked_inbox(inbox, options.job_type))
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 
     def add(self, function: Callable[..., Any]) -> RegisteredHandler:

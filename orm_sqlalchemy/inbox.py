@@ -41,8 +41,6 @@ from jobs.spi.support import redact_url
 
 from ._database.app_appends import other_database
 from ._database.app_commits import after_connection_commit, after_session_commit
-from ._database.errors import check_engine
-from .engine import create_engine
 from .tables import (
     check_columns,
     column_names,
@@ -50,7 +48,7 @@ from .tables import (
     inbox_schema,
     lock_for_creation_sync,
 )
-from .transactions import SQLAlchemyTransactionManager
+from .transactions import SQLAlchemyTransactionManager, transaction_manager_of
 
 __all__ = ["DEFAULT_INBOX_RETAIN_MS", "SQLAlchemyInbox", "inbox_identity"]
 
@@ -89,21 +87,9 @@ class SQLAlchemyInbox:
     ) -> None:
         if type(retain_ms) is not int or retain_ms < 1:
             raise ValueError(f"retain_ms must be a positive int, got {retain_ms!r}")
-        self._owned_engine: AsyncEngine | None = None
-        if isinstance(transaction_manager, SQLAlchemyTransactionManager):
-            self._tm = transaction_manager
-        elif isinstance(transaction_manager, AsyncEngine):
-            check_engine(transaction_manager, store="SQLAlchemyInbox")
-            self._tm = SQLAlchemyTransactionManager(transaction_manager)
-        elif isinstance(transaction_manager, str | URL):
-            engine = create_engine(transaction_manager)
-            self._tm = SQLAlchemyTransactionManager(engine)
-            self._owned_engine = engine
-        else:
-            raise TypeError(
-                "SQLAlchemyInbox takes a SQLAlchemyTransactionManager, an AsyncEngine or a "
-                f"database URL, got {transaction_manager!r}"
-            )
+        self._tm, self._owned_engine = transaction_manager_of(
+            transaction_manager, store="SQLAlchemyInbox"
+        )
         self._schema = inbox_schema(table_prefix, metadata, schema=schema)
         dialect = self._tm.engine.dialect.name
         if dialect not in ("postgresql", "sqlite"):

@@ -103,7 +103,7 @@ from ._database.listener import listen_engine
 from ._database.sqlite_commits import sqlite_commits
 from ._database.statements import load_statements, text_statement
 from ._database.wakeup import PostgresWakeups
-from .engine import create_engine, is_sqlite
+from .engine import is_sqlite
 from .rows import outbox_entry
 from .tables import (
     add_missing_columns,
@@ -113,7 +113,7 @@ from .tables import (
     lock_for_creation,
     outbox_schema,
 )
-from .transactions import SQLAlchemyTransactionManager
+from .transactions import SQLAlchemyTransactionManager, transaction_manager_of
 
 __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
 
@@ -188,21 +188,9 @@ class SQLAlchemyOutboxStore:
         schema: str | None = None,
         listen_url: str | None = None,
     ) -> None:
-        self._owned_engine: AsyncEngine | None = None
-        if isinstance(transaction_manager, SQLAlchemyTransactionManager):
-            self._tm = transaction_manager
-        elif isinstance(transaction_manager, AsyncEngine):
-            check_engine(transaction_manager, store="SQLAlchemyOutboxStore")
-            self._tm = SQLAlchemyTransactionManager(transaction_manager)
-        elif isinstance(transaction_manager, str | URL):
-            engine = create_engine(transaction_manager)
-            self._tm = SQLAlchemyTransactionManager(engine)
-            self._owned_engine = engine
-        else:
-            raise TypeError(
-                "SQLAlchemyOutboxStore takes a SQLAlchemyTransactionManager, an AsyncEngine or a "
-                f"database URL, got {type(transaction_manager).__name__}"
-            )
+        self._tm, self._owned_engine = transaction_manager_of(
+            transaction_manager, store="SQLAlchemyOutboxStore"
+        )
         self._engine = self._tm.engine
         check_engine(self._engine, store="SQLAlchemyOutboxStore")
         self._schema = outbox_schema(table_prefix, metadata, schema=schema)

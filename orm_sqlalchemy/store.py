@@ -308,6 +308,20 @@ class SQLAlchemyJobStore(SQLOperations):
         rows = await self._fetch("heartbeat", id=job_id, lease_token=lease_token, lease_ms=lease_ms)
         return bool(rows)
 
+    def _finish_params(
+        self, job_id: str, lease_token: str, state: str, error: str | None
+    ) -> dict[str, Any]:
+        """The ``finish`` statement's parameters but ``now`` (``complete``, ``fail`` and an
+        inbox's ``complete_in``)."""
+        return {
+            "id": job_id,
+            "lease_token": lease_token,
+            "state": state,
+            "error": error,
+            "retain_ms": self._retention.of_state(state),
+            "max_errors": MAX_ERRORS_KEPT,
+        }
+
     async def complete(self, job_id: str, lease_token: str) -> bool:
         return await self._finish(job_id, lease_token, "completed", None)
 
@@ -320,18 +334,9 @@ class SQLAlchemyJobStore(SQLOperations):
         """``complete`` through ``connection`` (an AsyncConnection in the app's transaction,
         on this store's database): commits or rolls back with it (an inbox's)."""
         self._check_open()
-        return await self._in_transaction.complete(
-            connection,
-            {
-                "id": job_id,
-                "lease_token": lease_token,
-                "state": "completed",
-                "error": None,
-                "retain_ms": self._retention.completed_ms,
-                "max_errors": MAX_ERRORS_KEPT,
-                "now": self._now(),
-            },
-        )
+        params = self._finish_params(job_id, lease_token, "completed", None)
+        params["now"] = self._now()
+        return await self._in_transaction.complete(connection, params)
 
     async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
         """The batch in one statement, so one round trip and one commit on either database."""
@@ -534,16 +539,7 @@ class SQLAlchemyJobStore(SQLOperations):
             self._wakeups.announce(job_type)
 
     async def _finish(self, job_id: str, lease_token: str, state: str, error: str | None) -> bool:
-        retain = self._retention.of_state(state)
-        rows = await self._fetch(
-            "finish",
-            id=job_id,
-            lease_token=lease_token,
-            state=state,
-            error=error,
-            retain_ms=retain,
-            max_errors=MAX_ERRORS_KEPT,
-        )
+        rows = await self._fetch("finish", **self._finish_params(job_id, lease_token, state, error))
         return bool(rows)
 
     async def _prepare_schema(self) -> None:

@@ -38,10 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from loguru import logger
+from sqlalchemy import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from ._database.errors import check_engine
 from ._database.sqlite_writers import close_turn_slot, open_turn_slot, writer_gate
-from .engine import configure_sqlite
+from .engine import configure_sqlite, create_engine
 from .errors import NoTransactionError, SQLAlchemyJobsError
 
 __all__ = [
@@ -265,3 +267,22 @@ def _manager_of(func: Callable[..., Any], args: tuple[Any, ...]) -> SQLAlchemyTr
             "(a SQLAlchemyTransactionManager); or name one: @transactional(tm)"
         )
     return tm
+
+
+def transaction_manager_of(
+    given: SQLAlchemyTransactionManager | AsyncEngine | str | URL, *, store: str
+) -> tuple[SQLAlchemyTransactionManager, AsyncEngine | None]:
+    """The transaction manager a store (``store`` names it in errors) takes as a manager, an
+    engine or a URL, and the engine it made from a URL (the store disposes of it), else None."""
+    if isinstance(given, SQLAlchemyTransactionManager):
+        return given, None
+    if isinstance(given, AsyncEngine):
+        check_engine(given, store=store)
+        return SQLAlchemyTransactionManager(given), None
+    if isinstance(given, str | URL):
+        engine = create_engine(given)
+        return SQLAlchemyTransactionManager(engine), engine
+    raise TypeError(
+        f"{store} takes a SQLAlchemyTransactionManager, an AsyncEngine or a database URL, "
+        f"got {type(given).__name__}"
+    )

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jobs import enable_logging
+from tests.integration.redis.topologies import PrivateCluster
 from tests.pgbouncer import PgBouncer, running_pgbouncer
 from tests.stores import STORE_KINDS, StoreTarget
 
@@ -76,3 +77,14 @@ def pgbouncer() -> Iterator[PgBouncer]:
     """A private PgBouncer in transaction mode in front of the test database, for the session."""
     with running_pgbouncer() as bouncer:
         yield bouncer
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
+    """A private Redis Cluster (3 masters, a replica each) on loopback ports, one per test
+    module that asks for it, stopped after the module."""
+    started = PrivateCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -9,13 +9,14 @@ the runner settles the job as usual.
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any
 
 from sqlalchemy import URL, Engine, TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from .._sqlite_files import database_path
+from .app_appends import other_database
 from .statements import text_statement
 
 __all__ = ["InTransactionCompletion", "same_database"]
@@ -53,17 +54,13 @@ class InTransactionCompletion:
 
 def same_database(store: URL, app: URL) -> bool:
     """Whether the two URLs certainly name one database: one SQLite file (not in memory), or
-    one PostgreSQL database on the same host and port."""
-    kind = store.get_backend_name()
-    if kind != app.get_backend_name():
+    one PostgreSQL database on the same host and port (``other_database`` also allows two
+    names of one server; here that is not certain enough)."""
+    if other_database(store, app) is not None:
         return False
-    if kind == "sqlite":
-        database = store.database or ""
-        if database in ("", ":memory:") or "mode=memory" in database:
-            return False
-        return os.path.realpath(database) == os.path.realpath(app.database or "")
-    return (
-        (store.host or "localhost") == (app.host or "localhost")
-        and (store.port or _PG_PORT) == (app.port or _PG_PORT)
-        and (store.database or "") == (app.database or "")
+    if store.get_backend_name() == "sqlite":
+        return database_path(store) is not None
+    return (store.host or "localhost", store.port or _PG_PORT) == (
+        app.host or "localhost",
+        app.port or _PG_PORT,
     )

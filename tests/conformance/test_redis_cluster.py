@@ -7,7 +7,7 @@ fresh namespace, whose hash tag puts all of its keys in one slot; the driver is 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -16,15 +16,6 @@ from tests.integration.redis.harness import RedisHarness, cluster_at
 from tests.integration.redis.topologies import PrivateCluster
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
-    started = PrivateCluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 class TestRedisClusterDriver(DriverConformance):

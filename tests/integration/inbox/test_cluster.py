@@ -5,7 +5,7 @@ new one at once commit one effect."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,15 +19,6 @@ from .conftest import EffectsDb, context_of
 from .test_handlers import DEADLINE_S, JOB, Boom, Jobs, registry_of, run_until_finished
 
 pytestmark = [pytest.mark.cluster, pytest.mark.redis]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
-    started = PrivateCluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

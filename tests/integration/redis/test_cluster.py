@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis, RedisCluster
@@ -26,15 +26,6 @@ from .topologies import PrivateCluster, Process, wait_for
 pytestmark = pytest.mark.cluster
 
 JOBS = 300
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateCluster]:
-    started = PrivateCluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture
