@@ -9,7 +9,6 @@ its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -40,6 +39,7 @@ from jobs.spi.support import (
     check_type,
     decode_cursor,
     encode_cursor,
+    new_action_id,
     to_datetime,
     to_epoch_ms,
 )
@@ -208,7 +208,7 @@ class SQLOperations:
     ) -> None:
         bounds = {"keep_ms": AUDIT_KEEP_MS, "max_entries": AUDIT_MAX_ENTRIES}
         await self._fetch(
-            "record_action", id=uuid.uuid4().hex, action=action, target=target, actor=actor,
+            "record_action", id=new_action_id(), action=action, target=target, actor=actor,
             source=source, count=count, **(bounds if self._postgres else {}),
         )  # fmt: skip
         if not self._postgres:

@@ -13,7 +13,6 @@ in one script. Worker registrations live in ``{ns}:workers`` and expire with the
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
@@ -32,7 +31,14 @@ from jobs.spi import (
     WorkerInfo,
     WorkerRegistration,
 )
-from jobs.spi.support import Retention, decode_cursor, encode_cursor, to_datetime, to_epoch_ms
+from jobs.spi.support import (
+    Retention,
+    decode_cursor,
+    encode_cursor,
+    new_action_id,
+    to_datetime,
+    to_epoch_ms,
+)
 
 from .errors import translate_errors
 from .keys import Keys
@@ -274,7 +280,7 @@ class RedisOperations:
             seconds, micros = await self._client.time()
             now = int(seconds) * 1000 + int(micros) // 1000
         member = json.dumps(
-            {"id": uuid.uuid4().hex, "action": action, "target": target, "actor": actor,
+            {"id": new_action_id(), "action": action, "target": target, "actor": actor,
              "source": source, "count": count}  # the id first: ties in one ms sort by it
         )  # fmt: skip
         key = self._keys.audit

@@ -155,6 +155,7 @@ EXPORTED = {
         "Coalescer",
         "current_traceparent",
         "redact_url",
+        "new_action_id",
         "encode_cursor",
         "decode_cursor",
         "check_age",

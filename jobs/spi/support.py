@@ -15,6 +15,7 @@ reaches into the engine's modules (and those modules may move without breaking d
 - ``Retention``: how long finished jobs (and so their keys) are kept;
 - ``Coalescer``: calls that arrive while one is in flight go to the store together, next;
 - ``current_traceparent``: the W3C traceparent of the caller's span, for an outbox entry;
+- ``new_action_id``: an audit entry's id (ties in one millisecond list in recording order);
 - ``redact_url``: a URL as a message, a log line or a ``repr`` may show it (no password);
 - the operations' argument checks and list cursors (``encode_cursor``/``decode_cursor``), so
   every driver pages the same way.
@@ -22,6 +23,7 @@ reaches into the engine's modules (and those modules may move without breaking d
 
 from __future__ import annotations
 
+from ..audit import new_action_id
 from ..clock import Clock, ManualClock, to_datetime, to_epoch_ms
 from ..coalescing import Coalescer
 from ..definitions import JobDefinition, resolve_job
@@ -77,6 +79,7 @@ __all__ = [
     "to_epoch_ms",
     # keeping, batching, tracing
     "Retention",
+    "new_action_id",
     "Coalescer",
     "current_traceparent",
     # messages
