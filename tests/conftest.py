@@ -61,7 +61,17 @@ def metric_reader() -> InMemoryMetricReader:
     return _METRIC_READER
 
 
-@pytest.fixture(params=STORE_KINDS)
+# A multi-process test through the PgBouncer costs 5-9 s; `make test-all` runs those. The
+# conformance suite and tests/integration/topologies cover the PgBouncer in `make test`.
+PROCESS_STORE_KINDS = [
+    pytest.param(*kind.values, id=kind.id, marks=[*kind.marks, pytest.mark.slow])
+    if kind.id == "pgbouncer"
+    else kind
+    for kind in STORE_KINDS
+]
+
+
+@pytest.fixture(params=PROCESS_STORE_KINDS)
 async def store_target(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreTarget]:

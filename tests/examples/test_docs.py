@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,8 +140,18 @@ def named(kind: str) -> dict[str, Block]:
     return blocks
 
 
-def scenario_pages() -> list[Path]:
-    return [p for p in PAGES if any(b.kind == "docs-test-shell" for b in page_blocks(p))]
+# Scenarios of 10 s each (a worker and a tracing back end): `make test-all` runs them.
+SLOW_SCENARIOS = {"how-to/observability.md", "tutorial/worker.md"}
+
+
+def scenario_pages() -> list[Any]:
+    pages = [p for p in PAGES if any(b.kind == "docs-test-shell" for b in page_blocks(p))]
+    return [
+        pytest.param(p, marks=pytest.mark.slow)
+        if str(p.relative_to(ROOT / "docs")) in SLOW_SCENARIOS
+        else p
+        for p in pages
+    ]
 
 
 def clean_env() -> dict[str, str]:

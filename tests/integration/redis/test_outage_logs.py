@@ -69,6 +69,7 @@ def worker_log() -> Iterator[list[Any]]:
         logger.remove(handler_id)
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 async def test_a_20_s_outage_writes_a_few_dozen_lines_that_name_the_cause(
     server: RedisServer,
