@@ -15,6 +15,7 @@ from loguru import logger
 
 from jobs.logs import enable_logging
 
+from .claim_cost import PRIORITIES, claim_row
 from .drivers import FACTORIES, DriverFactory
 from .inbox_cost import inbox_cost_rows
 from .listing import listing_row
@@ -62,6 +63,12 @@ async def main(argv: list[str]) -> int:
     )
     parser.add_argument("--listing-jobs", type=int, default=200_000)
     parser.add_argument(
+        "--claim",
+        default="inprocess,sqlite,postgres,redis",
+        help="drivers for the claim-cost rows with priorities (comma-separated)",
+    )
+    parser.add_argument("--claim-jobs", type=int, default=100_000)
+    parser.add_argument(
         "--load",
         default="drain,bulk,single,sync,outbox,redis-cpu",
         help="rows under load (comma-separated)",
@@ -106,6 +113,7 @@ async def main(argv: list[str]) -> int:
     await _outbox_cost(args.runs)
     await _inbox_cost(args.runs, args.inbox_jobs)
     await _listing(args.listing, args.listing_jobs)
+    await _claim_cost(args.claim, args.claim_jobs, args.runs)
     await _under_load(args)
     return 0
 
@@ -178,6 +186,35 @@ async def _listing(drivers: str, total: int) -> None:
             print(f"| {name} | unavailable: {type(exc).__name__}: {exc} |")
             continue
         print(f"| {name} | {_fmt(first, 3)} | {_fmt(hundredth, 3)} |", flush=True)
+
+
+async def _claim_cost(drivers: str, total: int, runs: int) -> None:
+    print(
+        f"\nClaim cost: claim(10) among {total:,} due pending jobs, all priority 0 (plain) or "
+        f"spread over priorities {PRIORITIES}; median of 300 claims, median [min-max] of runs\n"
+    )
+    print("| driver | plain claim ms | 5 priorities claim ms | ratio |")
+    print("|---|---|---|---|")
+    for name in filter(None, drivers.split(",")):
+        factory = FACTORIES.get(name)
+        if factory is None:
+            print(f"| {name} | unknown driver; known: {', '.join(FACTORIES)} |")
+            continue
+        plain: list[float] = []
+        prioritized: list[float] = []
+        try:
+            for _ in range(runs):
+                async with factory() as one, factory() as other:
+                    low, high = await claim_row(one, other, total)
+                plain.append(low)
+                prioritized.append(high)
+        except Exception as exc:
+            print(f"| {name} | unavailable: {type(exc).__name__}: {exc} |")
+            continue
+        ratio = statistics.median(prioritized) / statistics.median(plain)
+        print(
+            f"| {name} | {_fmt(plain, 3)} | {_fmt(prioritized, 3)} | {ratio:.2f} |", flush=True
+        )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .errors import PayloadValidationError
-from .options import check_max_attempts, check_max_stalls, check_timeout_ms
+from .options import check_max_attempts, check_max_stalls, check_priority, check_timeout_ms
 from .payload import MAX_TYPE_LENGTH, check_name
 
 M = TypeVar("M", bound=BaseModel)
@@ -25,6 +25,7 @@ class JobDefinition(Generic[M]):
     max_attempts: int | None = None
     timeout_ms: int | None = None
     max_stalls: int | None = None
+    priority: int | None = None
 
     def validate(self, payload: Any) -> M:
         """The payload as a model; PayloadValidationError names the type, schema and fields."""
@@ -51,11 +52,13 @@ def define_job(
     max_attempts: int | None = None,
     timeout_ms: int | None = None,
     max_stalls: int | None = None,
+    priority: int | None = None,
 ) -> JobDefinition[M]:
     """Declare a job type whose payload must fit ``schema`` (a pydantic model).
 
     ``max_attempts``, ``timeout_ms`` and ``max_stalls`` are the job's defaults (a handler's
-    own options win); JobOptionError here if one is not an int in its range (``jobs.options``).
+    own options win); ``priority`` the default priority of its jobs (an enqueue's own wins,
+    then a handler's); JobOptionError here if one is not an int in its range (``jobs.options``).
 
     >>> SendReceipt = define_job("receipt.send", Receipt, max_attempts=5)
     >>> await queue.enqueue(SendReceipt, Receipt(invoice_id=7))
@@ -70,7 +73,9 @@ def define_job(
         timeout_ms = check_timeout_ms(timeout_ms, where)
     if max_stalls is not None:
         max_stalls = check_max_stalls(max_stalls, where)
-    return JobDefinition(type, schema, max_attempts, timeout_ms, max_stalls)
+    if priority is not None:
+        priority = check_priority(priority, where)
+    return JobDefinition(type, schema, max_attempts, timeout_ms, max_stalls, priority)
 
 
 def resolve_job(

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from .context import JobContext
 from .definitions import JobDefinition
 from .errors import DuplicateHandlerError, JobTypeError
-from .options import check_max_attempts, check_max_stalls, check_timeout_ms
+from .options import check_max_attempts, check_max_stalls, check_priority, check_timeout_ms
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
@@ -43,6 +43,8 @@ class HandlerOptions:
     timezone: str | None = None
     max_stalls: int | None = None
     inbox: JobInbox | None = None
+    priority: int | None = None
+    """The default priority of the type's jobs (a request's own ``priority`` wins)."""
 
 
 class _TypedHandlerDecorator(Protocol[M]):
@@ -75,6 +77,7 @@ def job_handler(
     timezone: str | None = None,
     max_stalls: int | None = None,
     inbox: JobInbox | None = None,
+    priority: int | None = None,
 ) -> _TypedHandlerDecorator[M]: ...
 
 
@@ -89,6 +92,7 @@ def job_handler(
     timezone: str | None = None,
     max_stalls: int | None = None,
     inbox: JobInbox | None = None,
+    priority: int | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -102,6 +106,7 @@ def job_handler(
     timezone: str | None = None,
     max_stalls: int | None = None,
     inbox: JobInbox | None = None,
+    priority: int | None = None,
 ) -> Callable[[F], F] | _TypedHandlerDecorator[Any]:
     """Mark a bean method as the handler of a job type.
 
@@ -117,9 +122,19 @@ def job_handler(
     ``orm_sqlalchemy.SQLAlchemyInbox``) runs the whole handler in ``inbox.once(ctx)``: its
     database writes commit once per job, with the inbox's record, and a re-run of a job whose
     effects committed skips the handler and completes the job (docs: "Effects exactly once").
+    ``priority`` is the default priority of the type's jobs (``MIN_PRIORITY`` to
+    ``MAX_PRIORITY``, higher claimed first); an ``enqueue(..., priority=)`` wins over it.
     """
     options = _options(
-        type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls, inbox
+        type_or_definition,
+        max_attempts,
+        timeout_ms,
+        backoff,
+        cron,
+        timezone,
+        max_stalls,
+        inbox,
+        priority,
     )
 
     def decorate(method: F) -> F:
@@ -149,6 +164,7 @@ def _options(
     timezone: str | None,
     max_stalls: int | None,
     inbox: JobInbox | None = None,
+    priority: int | None = None,
 ) -> HandlerOptions:
     if isinstance(type_or_definition, JobDefinition):
         definition: JobDefinition[Any] | None = type_or_definition
@@ -163,6 +179,8 @@ def _options(
         timeout_ms = check_timeout_ms(timeout_ms, where)
     if max_stalls is not None:
         max_stalls = check_max_stalls(max_stalls, where)
+    if priority is not None:
+        priority = check_priority(priority, where)
     if timezone is not None and cron is None:
         raise ValueError(f"handler {job_type!r} has a timezone but no cron schedule")
     if cron is not None:
@@ -171,6 +189,7 @@ def _options(
         max_attempts = max_attempts if max_attempts is not None else definition.max_attempts
         timeout_ms = timeout_ms if timeout_ms is not None else definition.timeout_ms
         max_stalls = max_stalls if max_stalls is not None else definition.max_stalls
+        priority = priority if priority is not None else definition.priority
     return HandlerOptions(
         job_type=job_type,
         definition=definition,
@@ -181,6 +200,7 @@ def _options(
         timezone=timezone,
         max_stalls=max_stalls,
         inbox=None if inbox is None else _checked_inbox(inbox, job_type),
+        priority=priority,
     )
 
 
@@ -250,6 +270,7 @@ class JobHandlerRegistry:
         timezone: str | None = None,
         max_stalls: int | None = None,
         inbox: JobInbox | None = None,
+        priority: int | None = None,
     ) -> RegisteredHandler:
         """Register a plain function (or bound method) as the handler of a job type."""
         options = _options(
@@ -261,6 +282,7 @@ class JobHandlerRegistry:
             timezone,
             max_stalls,
             inbox,
+            priority,
         )
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 

@@ -4,10 +4,11 @@ Not durable: jobs live as long as the process. It trusts its requests to come fr
 ``JobQueue``, which checked their options (``jobs.options``): unlike the stores, it does not
 check them again (``check_request`` would cost an in-memory enqueue some 3%).
 
-Pending jobs sit in one heap per type ordered by ``run_at`` and active ones in one heap per
-type ordered by lease expiry, so a claim looks at the heads of the heaps it needs, never at
-every job. Heap entries carry a sequence number; an entry whose number no longer matches its
-job's is stale and skipped when it surfaces. Listing and stats read a ``JobIndex`` of sorted
+Pending jobs sit in one heap per type and priority ordered by ``run_at`` and active ones in
+one heap per type ordered by lease expiry, so a claim looks at the heads of the heaps it needs
+(the highest priority with a due head wins), never at every job. Heap entries carry a
+sequence number; an entry whose number no longer matches its job's is stale and skipped when
+it surfaces. Listing and stats read a ``JobIndex`` of sorted
 lists kept beside the heaps.
 """
 
@@ -66,7 +67,7 @@ class InProcessJobDriver:
         self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
         self._jobs: dict[str, JobRecord] = {}
         self._keys: dict[str, str] = {}
-        self._ready: dict[str, list[_Entry]] = {}
+        self._ready: dict[str, dict[int, list[_Entry]]] = {}  # type -> priority -> heap
         self._leased: dict[str, list[_Entry]] = {}
         self._finished: list[_Entry] = []
         self._index = JobIndex()
@@ -123,6 +124,7 @@ class InProcessJobDriver:
             keep_until=job.keep_until_ms,
             created_at=now,
             max_stalls=job.max_stalls,
+            priority=job.priority,
         )
         self._jobs[job.id] = record
         if job.key is not None:
@@ -395,9 +397,13 @@ class InProcessJobDriver:
 
     def _push_ready(self, record: JobRecord) -> None:
         record.seq = next(self._seq)
-        heapq.heappush(
-            self._ready.setdefault(record.type, []), (record.run_at, record.seq, record.id)
-        )
+        heaps = self._ready.get(record.type)
+        if heaps is None:
+            heaps = self._ready[record.type] = {}
+        heap = heaps.get(record.priority)
+        if heap is None:
+            heap = heaps[record.priority] = []
+        heapq.heappush(heap, (record.run_at, record.seq, record.id))
 
     def _head(self, heap: list[_Entry] | None, state: JobState) -> _Entry | None:
         """The heap's first live entry, dropping stale ones on the way."""
@@ -410,33 +416,46 @@ class InProcessJobDriver:
         return None
 
     def _pop_due(self, types: Collection[str], now: int) -> JobRecord | None:
-        best: _Entry | None = None
+        """The due pending job to claim next: the highest priority, then the earliest run_at
+        (then the earliest pushed)."""
+        best: tuple[int, int, int] | None = None
+        best_entry: _Entry | None = None
         best_heap: list[_Entry] | None = None
         for job_type in types:
-            heap = self._ready.get(job_type)
-            entry = self._head(heap, "pending")
-            if entry is not None and entry[0] <= now and (best is None or entry < best):
-                best, best_heap = entry, heap
-        if best is None or best_heap is None:
+            heaps = self._ready.get(job_type)
+            if not heaps:
+                continue
+            for priority, heap in heaps.items():
+                entry = self._head(heap, "pending")
+                if entry is None or entry[0] > now:
+                    continue
+                rank = (-priority, entry[0], entry[1])
+                if best is None or rank < best:
+                    best, best_entry, best_heap = rank, entry, heap
+        if best_entry is None or best_heap is None:
             return None
         heapq.heappop(best_heap)
-        return self._jobs[best[2]]
+        return self._jobs[best_entry[2]]
+
+    def _ready_heads(self, job_type: str) -> list[_Entry]:
+        """The head of each of ``job_type``'s pending heaps (one per priority)."""
+        heads = []
+        for heap in self._ready.get(job_type, {}).values():
+            entry = self._head(heap, "pending")
+            if entry is not None:
+                heads.append(entry)
+        return heads
 
     def _next_due(self, types: Collection[str]) -> int | None:
-        times = [
-            entry[0]
-            for job_type in types
-            for entry in (
-                self._head(self._ready.get(job_type), "pending"),
-                self._head(self._leased.get(job_type), "active"),
-            )
-            if entry is not None
-        ]
+        times = [entry[0] for job_type in types for entry in self._ready_heads(job_type)]
+        for job_type in types:
+            entry = self._head(self._leased.get(job_type), "active")
+            if entry is not None:
+                times.append(entry[0])
         return min(times, default=None)
 
     def _oldest_pending(self, job_type: str) -> int | None:
-        entry = self._head(self._ready.get(job_type), "pending")
-        return entry[0] if entry is not None else None
+        return min((entry[0] for entry in self._ready_heads(job_type)), default=None)
 
     def _to_pending(self, record: JobRecord, run_at: int, now: int) -> None:
         record.state = "pending"

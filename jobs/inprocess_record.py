@@ -22,6 +22,7 @@ class JobRecord:
     keep_until: int | None
     created_at: int
     max_stalls: int = DEFAULT_MAX_STALLS
+    priority: int = 0
     state: JobState = "pending"
     attempts: int = 0
     stalls: int = 0
@@ -58,4 +59,5 @@ def job_info(record: JobRecord) -> JobInfo:
         trace_context=record.trace_context,
         stalls=record.stalls,
         max_stalls=record.max_stalls,
+        priority=record.priority,
     )

@@ -291,16 +291,17 @@ def check_request(job: JobRequest) -> None:
     only for a value that fails them, to raise its error."""
     max_attempts, timeout_ms, delay_ms = job.max_attempts, job.timeout_ms, job.delay_ms
     max_stalls, run_at_ms, keep_until_ms = job.max_stalls, job.run_at_ms, job.keep_until_ms
+    priority = job.priority
     if not (
-        type(max_attempts) is int
+        type(priority) is int
+        and MIN_PRIORITY <= priority <= MAX_PRIORITY
+        and type(max_attempts) is int
         and 0 < max_attempts <= MAX_ATTEMPTS
         and type(delay_ms) is int
         and 0 <= delay_ms <= MAX_DELAY_MS
         and type(max_stalls) is int
         and 0 <= max_stalls <= MAX_STALLS
-        and (
-            timeout_ms is None or (type(timeout_ms) is int and 0 < timeout_ms <= MAX_TIMEOUT_MS)
-        )
+        and (timeout_ms is None or (type(timeout_ms) is int and 0 < timeout_ms <= MAX_TIMEOUT_MS))
         and (run_at_ms is None or (type(run_at_ms) is int and 0 <= run_at_ms < MAX_RUN_AT_MS))
         and (
             keep_until_ms is None
@@ -316,6 +317,7 @@ def _refuse_request(job: JobRequest) -> None:
     check_max_attempts(job.max_attempts, where)
     check_delay_ms(job.delay_ms, where)
     check_max_stalls(job.max_stalls, where)
+    check_priority(job.priority, where)
     if job.timeout_ms is not None:
         check_timeout_ms(job.timeout_ms, where)
     for option in ("run_at_ms", "keep_until_ms"):

@@ -322,6 +322,7 @@ class JobOutboxPublisher:
             delay_ms=delay_ms,
             run_at=run_at,
             max_attempts=entry.max_attempts,
+            priority=entry.priority,
         )
 
     async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
@@ -338,6 +339,7 @@ class JobOutboxPublisher:
                     run_at=run_at,
                     max_attempts=entry.max_attempts,
                     trace_context=entry.trace_context,
+                    priority=entry.priority,
                 )
             )
         await self._queue.enqueue_many(jobs)

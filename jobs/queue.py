@@ -21,9 +21,12 @@ from .metrics import record_enqueued, record_enqueued_batch
 from .options import (
     MAX_ATTEMPTS,
     MAX_DELAY_MS,
+    MAX_PRIORITY,
     MAX_TIMEOUT_MS,
+    MIN_PRIORITY,
     check_delay_ms,
     check_max_attempts,
+    check_priority,
     check_run_at,
     check_timeout_ms,
 )
@@ -86,7 +89,8 @@ class NewJob:
     key: str | None = None
     trace_context: str | None = None
     """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
-
+    priority: int | None = None
+    """None: the handler's, else the definition's default, else 0."""
 
 
 class JobQueue:
@@ -134,6 +138,7 @@ class JobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     @overload
@@ -147,6 +152,7 @@ class JobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     async def enqueue(
@@ -159,6 +165,7 @@ class JobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        priority: int | None = None,
     ) -> str | None:
         """Store a job; its id, or None when a live job already holds ``key``.
 
@@ -168,9 +175,20 @@ class JobQueue:
         Raises PayloadError (a ValueError) naming the path of anything in ``payload`` that is
         not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
         trace context the job carries to its execution.
+
+        ``priority`` (``MIN_PRIORITY`` to ``MAX_PRIORITY``): among due jobs a higher one is
+        claimed first, FIFO by due time within a priority; None: the handler's default, else
+        the definition's, else 0.
         """
         return await self._submit(
-            type_or_definition, payload, delay_ms, run_at, max_attempts, timeout_ms, key
+            type_or_definition,
+            payload,
+            delay_ms,
+            run_at,
+            max_attempts,
+            timeout_ms,
+            key,
+            priority=priority,
         )
 
     async def _submit(
@@ -184,6 +202,7 @@ class JobQueue:
         key: str | None,
         keep_until_ms: int | None = None,
         timeout_s: float | None = None,
+        priority: int | None = None,
     ) -> str | None:
         """The one way a single job reaches the driver, for ``enqueue`` and the scheduler (an
         internal of the package, not API): the PRODUCER span (the request is built inside it,
@@ -207,6 +226,7 @@ class JobQueue:
                 timeout_ms=timeout_ms,
                 key=key,
                 keep_until_ms=keep_until_ms,
+                priority=priority,
             )
             job_id = await self._send(request, timeout_s)
         else:
@@ -223,6 +243,7 @@ class JobQueue:
                     timeout_ms=timeout_ms,
                     key=key,
                     keep_until_ms=keep_until_ms,
+                    priority=priority,
                 )
                 job_id = await self._send(request, timeout_s)
                 enqueued(span, request, job_id)
@@ -285,6 +306,7 @@ class JobQueue:
                         max_attempts=job.max_attempts,
                         timeout_ms=job.timeout_ms,
                         key=job.key,
+                        priority=job.priority,
                     )
                 )
             except ValueError as exc:
@@ -303,6 +325,7 @@ class JobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         trace_context: str | None = None,
+        priority: int | None = None,
     ) -> JobRequest:
         """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
         return self._request(
@@ -316,6 +339,7 @@ class JobQueue:
             max_attempts=max_attempts,
             timeout_ms=timeout_ms,
             key=key,
+            priority=priority,
         )
 
     def _request(
@@ -332,6 +356,7 @@ class JobQueue:
         timeout_ms: int | None,
         key: str | None,
         keep_until_ms: int | None = None,
+        priority: int | None = None,
     ) -> JobRequest:
         definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
         if definition is not None:
@@ -363,6 +388,7 @@ class JobQueue:
         else:
             max_stalls = self._max_stalls(handler, definition)
             max_attempts = self._max_attempts(handler, definition, max_attempts)
+        priority = _priority(priority, handler, definition)
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         return JobRequest(
             id=job_id,
@@ -376,6 +402,7 @@ class JobQueue:
             keep_until_ms=keep_until_ms,
             trace_context=trace_context,
             max_stalls=max_stalls,
+            priority=priority,
         )
 
     # -- operating it --------------------------------------------------------------------------
@@ -526,6 +553,25 @@ def _job_type(type_or_definition: str | JobDefinition[Any]) -> str:
     if isinstance(type_or_definition, JobDefinition):
         return type_or_definition.type
     return check_name("job type", type_or_definition, MAX_TYPE_LENGTH)
+
+
+def _priority(
+    requested: int | None,
+    handler: RegisteredHandler | None,
+    definition: JobDefinition[Any] | None,
+) -> int:
+    """A job's priority: the enqueue's (checked), else the handler's (which took the
+    definition's when it had none of its own), else the definition's, else 0. Unlike
+    ``max_attempts``, the request wins: a handler's priority is a default."""
+    if requested is not None:
+        if type(requested) is int and MIN_PRIORITY <= requested <= MAX_PRIORITY:
+            return requested
+        return check_priority(requested)
+    if handler is not None and handler.options.priority is not None:
+        return handler.options.priority
+    if definition is not None and definition.priority is not None:
+        return definition.priority
+    return 0
 
 
 def _definition_timeout(definition: JobDefinition[Any] | None) -> int | None:

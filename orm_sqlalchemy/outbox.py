@@ -88,6 +88,7 @@ from jobs.spi.support import (
     check_delay_ms,
     check_max_attempts,
     check_name,
+    check_priority,
     check_run_at,
     current_traceparent,
     encode_payload,
@@ -279,6 +280,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     @overload
@@ -291,6 +293,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     async def append(
@@ -302,6 +305,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> str | None:
         """Insert an entry through the caller's open transaction; its id, or None when an
         entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
@@ -313,7 +317,7 @@ class SQLAlchemyOutboxStore:
         time, and the job is due then however late the relay publishes it. It is the append
         statement's time, so within the transaction's duration of its commit. Or ``run_at``
         (an aware datetime); neither: due when published. ``max_attempts`` is carried to the
-        job (a handler's own still wins).
+        job (a handler's own still wins), and ``priority`` (None: the handler's default).
 
         ``type`` is a job type or a job definition, whose model validates ``payload`` here.
         Raises PayloadValidationError, PayloadError (naming the path), JobTypeError or
@@ -321,7 +325,13 @@ class SQLAlchemyOutboxStore:
         when no transaction of this store's manager is open here.
         """
         params = self._entry(
-            type, payload, key=key, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts
+            type,
+            payload,
+            key=key,
+            delay_ms=delay_ms,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            priority=priority,
         )
         session = self._tm.session
         if not self._schema_ready:
@@ -355,6 +365,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     @overload
@@ -368,6 +379,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     @overload
@@ -381,6 +393,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> Awaitable[str | None]: ...
 
     @overload
@@ -394,6 +407,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> Awaitable[str | None]: ...
 
     def append_in(
@@ -406,6 +420,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
     ) -> str | Awaitable[str | None] | None:
         """``append`` through a session or connection the app opened itself, on the store's
         database: the entry commits or rolls back with the app's transaction.
@@ -426,7 +441,13 @@ class SQLAlchemyOutboxStore:
                 f"AsyncConnection, got {session!r}"
             )
         params = self._entry(
-            type, payload, key=key, delay_ms=delay_ms, run_at=run_at, max_attempts=max_attempts
+            type,
+            payload,
+            key=key,
+            delay_ms=delay_ms,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            priority=priority,
         )
         appends = self._app_appends
         if isinstance(session, AsyncSession):
@@ -450,6 +471,7 @@ class SQLAlchemyOutboxStore:
         delay_ms: int | None,
         run_at: datetime | None,
         max_attempts: int | None,
+        priority: int | None = None,
     ) -> dict[str, Any]:
         """The checked parameters of one entry's INSERT (``append`` and ``append_in``): raises
         before anything is written."""
@@ -470,6 +492,8 @@ class SQLAlchemyOutboxStore:
             run_at_ms = check_run_at(run_at)
         if max_attempts is not None:
             max_attempts = check_max_attempts(max_attempts)
+        if priority is not None:
+            priority = check_priority(priority)
         return {
             "id": str(uuid.uuid4()),
             "type": job_type,
@@ -478,6 +502,7 @@ class SQLAlchemyOutboxStore:
             "delay_ms": delay_ms,
             "run_at": run_at_ms,
             "max_attempts": max_attempts,
+            "priority": priority,
             "trace_context": current_traceparent(),
             "now": None if self._clock is None else self._clock.now_ms(),
         }
@@ -605,8 +630,8 @@ class SQLAlchemyOutboxStore:
 
     def _create_and_check(self, connection: Connection) -> None:
         """Create the table unless it exists; add the columns a later version gave it
-        (``add_missing_columns``: ``run_at``, ``max_attempts``); StoreSchemaError if it still
-        lacks one."""
+        (``add_missing_columns``: ``run_at``, ``max_attempts``, ``priority``); StoreSchemaError
+        if it still lacks one."""
         table = self._table
         columns = column_names(connection, table)
         if columns is None:

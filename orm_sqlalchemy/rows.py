@@ -90,6 +90,7 @@ def job_info(row: Row) -> JobInfo:
         errors=failed_attempts(row["errors"]),
         stalls=row["stalls"],
         max_stalls=row["max_stalls"],
+        priority=row["priority"],
     )
 
 
@@ -139,6 +140,7 @@ def outbox_entry(row: Row) -> OutboxEntry:
         trace_context=row["trace_context"],
         run_at_ms=row["run_at"],
         max_attempts=row["max_attempts"],
+        priority=row["priority"],
     )
 
 
@@ -160,12 +162,13 @@ def batch_params(jobs: Sequence[JobRequest], *, postgres: bool) -> dict[str, Any
     rows (SQLite, read with ``json_each``)."""
     columns = [
         (job.id, job.type, job.payload, job.max_attempts, job.run_at_ms, job.delay_ms,
-         job.timeout_ms, job.key, job.trace_context, job.keep_until_ms, job.max_stalls)
+         job.timeout_ms, job.key, job.trace_context, job.keep_until_ms, job.max_stalls,
+         job.priority)
         for job in jobs
     ]  # fmt: skip
     if not postgres:
         return {"jobs": json.dumps(columns)}
     names = ("ids", "types", "payloads", "max_attempts", "run_ats", "delays", "timeouts", "keys",
-             "trace_contexts", "keep_untils", "max_stalls")  # fmt: skip
+             "trace_contexts", "keep_untils", "max_stalls", "priorities")  # fmt: skip
     arrays = zip(*columns, strict=True)
     return {name: list(values) for name, values in zip(names, arrays, strict=True)}

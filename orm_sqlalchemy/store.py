@@ -211,6 +211,7 @@ class SQLAlchemyJobStore(SQLOperations):
             trace_context=job.trace_context,
             keep_until=job.keep_until_ms,
             max_stalls=job.max_stalls,
+            priority=job.priority,
         )
         stored = bool(rows) or not keyed
         if stored:
@@ -289,7 +290,7 @@ class SQLAlchemyJobStore(SQLOperations):
         broken = [(row, why) for row in leased if (why := malformed(row)) is not None]
         if broken:
             leased = await self._fail_malformed(leased, broken)
-        leased.sort(key=lambda row: cast(int, row["run_at"]))
+        leased.sort(key=_claim_order)
         return [claimed_job(row) for row in leased]
 
     async def _fail_malformed(
@@ -582,3 +583,10 @@ class SQLAlchemyJobStore(SQLOperations):
                 self._next_prune = now  # more to delete: again on the next call
         except DriverError as exc:
             logger.warning("{} could not prune expired jobs: {}", self._name, exc)
+
+
+def _claim_order(row: Row) -> tuple[int, int]:
+    """The order a claim hands its jobs out in: the highest priority, then the earliest due
+    (the statement's RETURNING order is the update's, not its ORDER BY)."""
+    priority = row["priority"]
+    return -(priority if type(priority) is int else 0), cast(int, row["run_at"])

@@ -11,6 +11,9 @@ of its lease while active, NULL once finished. One partial index on it serves th
 due". A finished row stays until ``expires_at`` (``max(finished_at + retention, keep_until)``):
 while it exists its key drops repeats; past it the row reads as gone and is pruned.
 ``stalls`` counts the leases that expired without a settle, bounded by ``max_stalls``.
+The claim walks a second partial index, on (``priority`` descending, ``due_at``): the highest
+priority first, then the oldest due; in a priority above the one it claims from it steps over
+the entries not yet due (scheduled jobs, live leases) in the index alone.
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
@@ -210,6 +213,7 @@ def job_schema(
         Column(
             "max_stalls", Integer, nullable=False, server_default=text(str(DEFAULT_MAX_STALLS))
         ),
+        Column("priority", Integer, nullable=False, server_default=text("0")),
         schema=schema,
     )
     claimable = jobs.c.due_at.is_not(None)
@@ -221,6 +225,13 @@ def job_schema(
         f"ux_{name}_key", jobs.c.key, unique=True, postgresql_where=keyed, sqlite_where=keyed
     )
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
+    Index(  # the claim: the highest priority first, then the earliest due
+        f"ix_{name}_claim",
+        jobs.c.priority.desc(),
+        jobs.c.due_at,
+        postgresql_where=claimable,
+        sqlite_where=claimable,
+    )
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
     Index(f"ix_{name}_created", jobs.c.created_at, jobs.c.id)  # list_jobs, newest first
     Index(f"ix_{name}_by_state", listed_state(jobs), jobs.c.created_at, jobs.c.id)  # one state
@@ -516,6 +527,7 @@ def outbox_schema(
         Column("trace_context", Text, nullable=True),
         Column("run_at", BigInteger, nullable=True),  # when the job is due (epoch ms)
         Column("max_attempts", Integer, nullable=True),
+        Column("priority", Integer, nullable=True),  # None: the handler's, else 0
         schema=schema,
     )
     unpublished = entries.c.published_at.is_(None)

@@ -218,6 +218,7 @@ class RedisJobDriver(RedisOperations):
             key or "",
             trace or "",
             job.max_stalls,
+            job.priority,
         )
 
     # -- consumer ------------------------------------------------------------------------------

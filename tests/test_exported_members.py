@@ -138,6 +138,7 @@ EXPORTED = {
         "check_delay_ms",
         "check_run_at",
         "check_max_attempts",
+        "check_priority",
         "check_request",
         "stalled_error_parts",
         "encode_payload",

@@ -75,6 +75,8 @@ class JobRequest:
     keep_until_ms: int | None = None
     trace_context: str | None = None
     max_stalls: int = DEFAULT_MAX_STALLS
+    priority: int = 0
+    """Among due jobs a higher one is claimed first (``jobs.options.check_priority``)."""
 
     def __init__(
         self,
@@ -90,6 +92,7 @@ class JobRequest:
         keep_until_ms: int | None = None,
         trace_context: str | None = None,
         max_stalls: int = DEFAULT_MAX_STALLS,
+        priority: int = 0,
     ) -> None:
         s = _REQUEST_SLOTS
         s[0](self, id)
@@ -103,6 +106,7 @@ class JobRequest:
         s[8](self, keep_until_ms)
         s[9](self, trace_context)
         s[10](self, max_stalls)
+        s[11](self, priority)
 
 
 _REQUEST_SLOTS: tuple[Any, ...] = tuple(
@@ -170,6 +174,8 @@ class JobInfo:
     """How many times the job's lease expired without a settle (a crashed, killed or lost
     worker): counted apart from ``attempts``, bounded by ``max_stalls``."""
     max_stalls: int = DEFAULT_MAX_STALLS
+    priority: int = 0
+    """Among due jobs a higher priority is claimed first (FIFO by due time within one)."""
 
 
 # -- operations ------------------------------------------------------------------------------
@@ -310,3 +316,5 @@ class OutboxEntry:
     trace_context: str | None = None
     run_at_ms: int | None = None
     max_attempts: int | None = None
+    priority: int | None = None
+    """Carried to the job (None: the handler's default, else 0)."""

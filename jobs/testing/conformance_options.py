@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from jobs.errors import JobOptionError
-from jobs.options import MAX_ATTEMPTS, MAX_DELAY_MS, MAX_RUN_AT_MS, MAX_TIMEOUT_MS
+from jobs.options import (
+    MAX_ATTEMPTS,
+    MAX_DELAY_MS,
+    MAX_PRIORITY,
+    MAX_RUN_AT_MS,
+    MAX_TIMEOUT_MS,
+    MIN_PRIORITY,
+)
 from jobs.queue import JobQueue, NewJob
 from jobs.spi import JOB_STATES, JobDriver
 
@@ -47,6 +54,11 @@ BAD_OPTIONS: list[tuple[str, Any]] = [
     ("run_at", datetime(9999, 1, 1, tzinfo=UTC)),
     ("run_at", 1_700_000_000_000),
     ("run_at", "2030-01-01T00:00:00Z"),
+    ("priority", 101),
+    ("priority", -101),
+    ("priority", 1.0),
+    ("priority", True),
+    ("priority", "5"),
 ]
 """(option, value) pairs every enqueue path refuses (``jobs.options`` has the ranges)."""
 
@@ -66,6 +78,9 @@ BAD_REQUESTS: list[tuple[str, Any]] = [
     ("run_at_ms", -(2**63)),
     ("run_at_ms", 1e20),
     ("keep_until_ms", math.inf),
+    ("priority", 101),
+    ("priority", -(2**40)),
+    ("priority", math.nan),
 ]
 """(field, value) pairs of a ``JobRequest`` that every driver's ``enqueue`` refuses."""
 
@@ -142,6 +157,8 @@ class OptionsConformance:
             ({"timeout_ms": 1}, "timeout_ms", 1),
             ({"max_attempts": MAX_ATTEMPTS}, "max_attempts", MAX_ATTEMPTS),
             ({"max_attempts": 1}, "max_attempts", 1),
+            ({"priority": MAX_PRIORITY}, "priority", MAX_PRIORITY),
+            ({"priority": MIN_PRIORITY}, "priority", MIN_PRIORITY),
         ]
         for options, field, expected in cases:
             job_id = await queue.enqueue("t", None, **options)

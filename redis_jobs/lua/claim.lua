@@ -11,7 +11,9 @@
 -- ARGV[10] max_stalls of a record without one       ARGV[10 + i]  type i, in KEYS order
 --
 -- Due: pending with run_at <= now (ready zset), or active with lease expiry <= now (leased
--- zset; such a job is due at its expiry). A pending job's attempt is counted (attempts + 1).
+-- zset; such a job is due at its expiry). Among due jobs the highest priority goes first
+-- (the ready zsets' scores fold it in: ready_score, in common.lua), then the earliest due; an
+-- expired lease ranks as priority 0 at its expiry. A pending job's attempt is counted (attempts + 1).
 -- An expired lease is a stall: stalls + 1, attempts kept (the new delivery runs the attempt
 -- that stalled again); one whose stalls then exceed max_stalls is failed with the stalled
 -- error instead (and does not count towards the limit). Each leased job gets a new token
@@ -164,6 +166,36 @@ local function quarantine_plan(c, why, now)
     index = index, created = math.floor(created)}
 end
 
+-- Up to limit due members of a ready zset with their scores (flat, as ZRANGE WITHSCORES), the
+-- highest priority first, each priority by run_at (see ready_score). One ZRANGE from the start
+-- of a band reads its due members; the first member not yet due ends the band, and the next
+-- read starts at the next band. A zset of one priority (the usual) is read in one ZRANGE when
+-- it fills the limit; each priority present adds at most one.
+local function due_ready(key, now, limit)
+  local due, from, n = {}, '-inf', 0
+  while n < limit do
+    local got = read('zset', 'ZRANGE', key, from, '+inf', 'BYSCORE', 'LIMIT', 0, limit - n,
+      'WITHSCORES')
+    local next_band = nil
+    for j = 1, #got, 2 do
+      local score = tonumber(got[j + 1])
+      local base = math.floor(score / BAND) * BAND
+      if score > base + now then
+        next_band = base + BAND
+        break
+      end
+      due[#due + 1] = got[j]
+      due[#due + 1] = got[j + 1]
+      n = n + 1
+    end
+    if next_band == nil then
+      break  -- the limit is reached, or the zset has no more members
+    end
+    from = int(next_band)
+  end
+  return due
+end
+
 -- per call
 local now = now_ms(ARGV[1])
 local lease_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -181,8 +213,12 @@ for i = 1, #ARGV - (first_type - 1) do
   local job_type, ready, leased = ARGV[first_type - 1 + i], KEYS[3 + 2 * i], KEYS[4 + 2 * i]
   for from = 3 + 2 * i, 4 + 2 * i do
     local key = KEYS[from]
-    local due = read('zset', 'ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit,
-      'WITHSCORES')
+    local due
+    if key == ready then
+      due = due_ready(key, now, limit)
+    else
+      due = read('zset', 'ZRANGE', key, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+    end
     if #due > 0 then
       local source = {
         key = key, state = key == ready and 'pending' or 'active', type = job_type,

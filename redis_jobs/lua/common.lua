@@ -19,7 +19,7 @@ local CORE = {'type', 'state', 'attempts', 'max_attempts', 'run_at'}
 local NUMERIC = {
   attempts = true, max_attempts = true, run_at = true, lease_until = true,
   expires_at = true, keep_until = true, timeout_ms = true, created_at = true, finished_at = true,
-  stalls = true, max_stalls = true,
+  stalls = true, max_stalls = true, priority = true,
 }
 local STATES = {pending = true, active = true, completed = true, failed = true, cancelled = true}
 local MAX_ERRORS = 20
@@ -79,6 +79,19 @@ local function int(number)
   return string.format('%d', number)
 end
 
+-- Priorities in the ready zsets: a pending job's score is run_at - priority * BAND, so that a
+-- zset holds one band of scores per priority, the highest priority first, each by run_at (run_at
+-- is below 2500-01-01, under 2^44 ms; |priority| <= 100 keeps every score exact in a double). A
+-- priority-0 job's score is its run_at, as before priorities.
+local BAND = 17592186044416  -- 2^44
+
+local function ready_score(run_at, priority)
+  if priority and priority ~= 0 then
+    return int(run_at - priority * BAND)
+  end
+  return int(run_at)
+end
+
 -- Type checks read the key with the cheapest command of its type (a size, an integer reply):
 -- on a key of another type Redis refuses the read, and nothing has been written. A missing
 -- key reads as empty. Cheaper than TYPE, whose status reply becomes a table.
@@ -133,6 +146,25 @@ local function read(wanted, command, key, ...)
     wrong_type(key, wanted)
   end
   return reply
+end
+
+-- Each band of a ready zset that holds a member: fn(base, head_score) in score order (highest
+-- priority first), until fn returns true. One ZRANGE per band visited (the first is the key's
+-- type check): the cost follows the priorities present, not the jobs.
+local function each_band(key, fn)
+  local from = '-inf'
+  while true do
+    local head = read('zset', 'ZRANGE', key, from, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    if #head == 0 then
+      return
+    end
+    local score = tonumber(head[2])
+    local base = math.floor(score / BAND) * BAND
+    if fn(base, score) then
+      return
+    end
+    from = int(base + BAND)
+  end
 end
 
 -- The HMGET field names for a list of optional fields: CORE first. A script's constant list is

@@ -8,10 +8,10 @@
 --
 -- ARGV[1]  now ms, or '' for the server's TIME
 -- ARGV[2]  signal list cap      ARGV[3]  signal TTL ms
--- then 12 per job:  id, type, payload (JSON text), max attempts, delay ms,
+-- then 13 per job:  id, type, payload (JSON text), max attempts, delay ms,
 --                   run_at ms or '' (now + delay), timeout ms or '', keep_until ms or '',
 --                   flags ('k' has a key, 't' has a trace context), key, trace context,
---                   max stalls
+--                   max stalls, priority (its ready score: ready_score, in common.lua)
 --
 -- Returns per job: 1 stored (or already stored with the same id, type and payload, as when a
 -- client retries a call whose reply was lost), 0 a live job holds the key, -1 the id is taken
@@ -129,7 +129,12 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
     end
   end
   local timeout, keep_until, flags = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
-  if timeout == '' and keep_until == '' and flags == '' then
+  local priority = ARGV[a + 13]
+  local score = run_at
+  if priority ~= '0' then
+    score = ready_score(tonumber(run_at), tonumber(priority))
+  end
+  if timeout == '' and keep_until == '' and flags == '' and priority == '0' then
     redis.call('HSET', record, 'type', job_type, 'payload', ARGV[a + 3], 'state', 'pending',
       'attempts', '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text,
       'max_stalls', ARGV[a + 12])
@@ -137,6 +142,10 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
     local fields = {'type', job_type, 'payload', ARGV[a + 3], 'state', 'pending', 'attempts',
       '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text, 'max_stalls',
       ARGV[a + 12]}
+    if priority ~= '0' then
+      fields[#fields + 1] = 'priority'
+      fields[#fields + 1] = priority
+    end
     if timeout ~= '' then
       fields[#fields + 1] = 'timeout_ms'
       fields[#fields + 1] = timeout
@@ -157,7 +166,7 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
     redis.call('HSET', record, unpack(fields))
   end
   if alone then
-    redis.call('ZADD', KEYS[k + 2], run_at, id)
+    redis.call('ZADD', KEYS[k + 2], score, id)
     redis.call('ZADD', all_key, now_text, id)
     redis.call('ZADD', typed_key, now_text, id)
     if not known then
@@ -174,7 +183,7 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
     typed, signal = bucket('zadd', typed_key), bucket('signal', checked[2])
     checked[3], checked[4], checked[5], checked[6] = ready, all, typed, signal
   end
-  ready[#ready + 1] = run_at
+  ready[#ready + 1] = score
   ready[#ready + 1] = id
   all[#all + 1] = now_text
   all[#all + 1] = id
@@ -194,7 +203,7 @@ now_text = int(now)
 prefix, completed, failed, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 sp, types = KEYS[5], KEYS[6]
 cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
-local jobs = (#ARGV - 3) / 12
+local jobs = (#ARGV - 3) / 13
 alone = jobs == 1
 if alone then
   known_types, checked_of, unseen = nil, nil, nil
@@ -211,7 +220,7 @@ end
 
 local results = {}
 for job = 0, jobs - 1 do
-  local k, a = 6 + job * 4, 3 + job * 12
+  local k, a = 6 + job * 4, 3 + job * 13
   local ok, result, go, stale, run_at, has_key, known, signals, all_key, typed_key =
     pcall(check, k, a)
   if not ok then

@@ -16,7 +16,7 @@ local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 
 local function check(k, a)
-  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'expires_at'})
+  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'expires_at', 'priority'})
   if job == nil or (job.state ~= 'failed' and job.state ~= 'cancelled') then
     return 0
   end
@@ -48,7 +48,7 @@ local function apply(_, _, plan)
     redis.call('PERSIST', plan.index)
   end
   later_zrem(plan.finished, plan.id)
-  later_zadd(plan.ready, int(now), plan.id)
+  later_zadd(plan.ready, ready_score(now, job.priority), plan.id)
   later_move(sp, plan.id, job.type, created_of(job), job.state, 'pending')
   later_signal(plan.signal)
   return 1

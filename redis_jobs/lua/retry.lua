@@ -11,7 +11,7 @@
 --
 -- Returns per job: 1 pending again, 0 (nothing written) the token does not hold the job.
 
-local FIELDS = job_fields({'token', 'created_at', 'errors'})
+local FIELDS = job_fields({'token', 'created_at', 'errors', 'priority'})
 local now, sp
 
 local function check(k, a)
@@ -43,7 +43,7 @@ local function apply(k, a, job, errors)
   end
   redis.call('HDEL', record, 'token', 'lease_until')
   later_zrem(KEYS[k + 2], id)
-  later_zadd(KEYS[k + 3], run_at, id)
+  later_zadd(KEYS[k + 3], ready_score(tonumber(run_at), job.priority), id)
   later_move(sp, id, job.type, created_of(job), 'active', 'pending')
   later_signal(KEYS[k + 4])
   return 1

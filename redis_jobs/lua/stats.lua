@@ -16,19 +16,26 @@ local any = false
 for _, job_type in ipairs(redis.call('SMEMBERS', ns .. 'types')) do
   local ready = ns .. 'ready:' .. job_type
   check_type(ready, 'zset')
-  local row = {
-    redis.call('ZCOUNT', ready, '-inf', now),
-    redis.call('ZCOUNT', ready, '(' .. int(now), '+inf'),
-  }
+  -- Per priority present (ready_score): its due members and its oldest due run_at.
+  local due, oldest_due = 0, nil
+  each_band(ready, function(base, score)
+    local count = redis.call('ZCOUNT', ready, int(base), int(base + now))
+    if count > 0 then
+      due = due + count
+      if oldest_due == nil or score - base < oldest_due then
+        oldest_due = score - base
+      end
+    end
+  end)
+  local row = {due, redis.call('ZCARD', ready) - due}
   for _, state in ipairs({'active', 'completed', 'failed', 'cancelled'}) do
     local index = ns .. 'state:' .. state .. ':' .. job_type
     check_type(index, 'zset')
     row[#row + 1] = redis.call('ZCARD', index)
   end
   local oldest = -1
-  if row[1] > 0 then
-    local head = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-    oldest = now - tonumber(head[2])
+  if oldest_due ~= nil then
+    oldest = now - oldest_due
   end
   row[#row + 1] = oldest
   local total = 0

@@ -8,13 +8,13 @@
 -- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, max_stalls
+    trace_context, keep_until, created_at, max_stalls, priority
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
-    :timeout_ms, :key, :trace_context, :keep_until, {now}, :max_stalls
+    :timeout_ms, :key, :trace_context, :keep_until, {now}, :max_stalls, :priority
 )
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -22,7 +22,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    priority = excluded.priority
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -33,13 +34,13 @@ RETURNING j.id, j.type;
 -- A repeated id fails either way (the primary key); the store reads success from no error.
 INSERT INTO {table} (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, max_stalls
+    trace_context, keep_until, created_at, max_stalls, priority
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
-    :timeout_ms, NULL, :trace_context, :keep_until, {now}, :max_stalls
+    :timeout_ms, NULL, :trace_context, :keep_until, {now}, :max_stalls, :priority
 );
 
 -- name: enqueue_many
@@ -47,30 +48,32 @@ VALUES (
 -- store drops later repeats of a key first: ON CONFLICT cannot touch one row twice).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, max_stalls
+    trace_context, keep_until, created_at, max_stalls, priority
 )
 SELECT b.id, b.type, b.payload, 'pending', 0, b.max_attempts,
     COALESCE(b.run_at, {now} + b.delay_ms), COALESCE(b.run_at, {now} + b.delay_ms),
-    b.timeout_ms, b.key, b.trace_context, b.keep_until, {now}, b.max_stalls
+    b.timeout_ms, b.key, b.trace_context, b.keep_until, {now}, b.max_stalls, b.priority
 FROM unnest(
     CAST(:ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS text[]),
     CAST(:max_attempts AS integer[]), CAST(:run_ats AS bigint[]), CAST(:delays AS bigint[]),
     CAST(:timeouts AS bigint[]), CAST(:keys AS text[]), CAST(:trace_contexts AS text[]),
-    CAST(:keep_untils AS bigint[]), CAST(:max_stalls AS integer[])
+    CAST(:keep_untils AS bigint[]), CAST(:max_stalls AS integer[]), CAST(:priorities AS integer[])
 ) AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms, key, trace_context,
-    keep_until, max_stalls)
+    keep_until, max_stalls, priority)
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    priority = excluded.priority
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
 -- name: claim
--- Due pending jobs and expired leases, oldest due first, skipping rows another claimer holds.
+-- Due pending jobs and expired leases, the highest priority first, then the oldest due, skipping
+-- rows another claimer holds (a walk of the claim index, ix_<table>_claim).
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
@@ -78,7 +81,7 @@ RETURNING j.id, j.type;
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table}
     WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
-    ORDER BY due_at
+    ORDER BY priority DESC, due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
@@ -110,7 +113,7 @@ FROM due
 WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
     j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed,
-    j.stalls;
+    j.stalls, j.priority;
 
 -- name: claim_next_due
 -- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:
@@ -195,7 +198,7 @@ RETURNING j.id, j.type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
 
@@ -224,7 +227,7 @@ RETURNING 1;
 -- Run with sorting priced out (PostgresBackend.fetch_unsorted): the planner's row estimate
 -- (a few rows on a fresh table) would otherwise have it sort every match instead.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND type = COALESCE(CAST(:type AS text), type)
@@ -236,7 +239,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END)
@@ -249,7 +252,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
 

@@ -10,12 +10,12 @@
 -- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, stalls, max_stalls
+    trace_context, keep_until, created_at, stalls, max_stalls, priority
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(:run_at, :now + :delay_ms), COALESCE(:run_at, :now + :delay_ms),
-    :timeout_ms, :key, :trace_context, :keep_until, :now, 0, :max_stalls
+    :timeout_ms, :key, :trace_context, :keep_until, :now, 0, :max_stalls, :priority
 )
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -23,7 +23,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    priority = excluded.priority
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -38,11 +39,12 @@ RETURNING id, type;
 -- true" lets SQLite's parser tell the SELECT from the upsert clause.
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, stalls, max_stalls
+    trace_context, keep_until, created_at, stalls, max_stalls, priority
 )
 SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
     COALESCE(value ->> 4, :now + (value ->> 5)), COALESCE(value ->> 4, :now + (value ->> 5)),
-    value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now, 0, value ->> 10
+    value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now, 0, value ->> 10,
+    value ->> 11
 FROM json_each(:jobs) WHERE true
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -50,12 +52,14 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    priority = excluded.priority
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
 -- name: claim
--- Due pending jobs and expired leases, oldest due first, in one UPDATE ... RETURNING.
+-- Due pending jobs and expired leases, the highest priority first, then the oldest due (a walk
+-- of the claim index, ix_<table>_claim), in one UPDATE ... RETURNING.
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
@@ -90,11 +94,11 @@ UPDATE {table} SET
 WHERE id IN (
     SELECT id FROM {table}
     WHERE due_at <= :now AND type IN (SELECT value FROM json_each(:types))
-    ORDER BY due_at
+    ORDER BY priority DESC, due_at
     LIMIT :limit
 )
 RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls;
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, priority;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms
@@ -156,7 +160,7 @@ RETURNING id, type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
 
@@ -181,7 +185,7 @@ RETURNING 1;
 -- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
 -- one past every row): a backward range scan of the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND type = coalesce(:type, type)
@@ -193,7 +197,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END) = :listed
@@ -207,7 +211,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > :now);
 

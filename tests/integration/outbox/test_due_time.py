@@ -2,7 +2,7 @@
 
 ``append(..., delay_ms=...)`` fixes the due time at the append by the database's clock (the
 entry stores the absolute time, ``run_at``); ``append(..., run_at=...)`` stores the time given;
-``max_attempts`` is carried to the job. A relay that starts late publishes a job that is due
+``max_attempts`` and ``priority`` are carried to the job. A relay that starts late publishes a job that is due
 at that stored time, not a delay after the publish. On SQLite and PostgreSQL.
 """
 
@@ -85,12 +85,14 @@ async def test_a_delay_counts_from_the_append_not_the_publish(
 ) -> None:
     appended_at = clock.now_ms()
     async with shop.tm.transaction():
-        await shop.outbox.append("order.placed", {"id": 7}, delay_ms=3_000, max_attempts=7)
+        await shop.outbox.append(
+            "order.placed", {"id": 7}, delay_ms=3_000, max_attempts=7, priority=4
+        )
     clock.advance(5_000)  # the relay is 5 s late: the job is due already
     await shop.relay_all()
     job = await shop.the_job()
     assert job.run_at == to_datetime(appended_at + 3_000)
-    assert (job.max_attempts, job.payload) == (7, {"id": 7})
+    assert (job.max_attempts, job.payload, job.priority) == (7, {"id": 7}, 4)
     [claimed] = await shop.jobs.claim(10, LEASE_MS, ["order.placed"])  # due now
     assert (claimed.id, claimed.max_attempts) == (job.id, 7)
 
@@ -105,7 +107,7 @@ async def test_a_delay_still_ahead_when_published_waits_for_its_time(
     await shop.relay_all()
     job = await shop.the_job()
     assert job.run_at == to_datetime(appended_at + 10_000)
-    assert job.max_attempts == 3  # none given: the queue's default
+    assert (job.max_attempts, job.priority) == (3, 0)  # none given: the queue's defaults
     assert await shop.jobs.claim(10, LEASE_MS, ["order.placed"]) == []
     clock.advance(5_999)
     assert await shop.jobs.claim(10, LEASE_MS, ["order.placed"]) == []

@@ -139,6 +139,38 @@ async def test_handler_max_attempts_wins_over_the_request(make_app: AppFactory) 
     assert info.max_attempts == 7
 
 
+async def test_a_handlers_priority_is_a_default_the_request_overrides(
+    make_app: AppFactory,
+) -> None:
+    urgent = define_job("urgent", Receipt, priority=3)
+
+    class Worker:
+        @job_handler("picky", priority=5)
+        async def handle(self, payload: Any) -> None: ...
+
+        @job_handler(urgent)
+        async def handle_urgent(self, payload: Receipt) -> None: ...
+
+    driver = InProcessJobDriver()
+    context = await make_app(driver=driver, worker=Worker())
+    queue = context.get_value(JOB_QUEUE)
+    receipt = Receipt(invoice_id=1, email="a@b.c")
+    ids = [
+        await queue.enqueue("picky"),
+        await queue.enqueue("picky", priority=-1),
+        await queue.enqueue(urgent, receipt),
+        await queue.enqueue("other"),
+        *await queue.enqueue_many([NewJob(type="picky"), NewJob(type="picky", priority=9)]),
+    ]
+    priorities = []
+    for job_id in ids:
+        assert job_id is not None
+        info = await driver.get_job(job_id)
+        assert info is not None
+        priorities.append(info.priority)
+    assert priorities == [5, -1, 3, 0, 5, 9]
+
+
 async def test_the_queue_bean_uses_the_driver_bean_of_its_context(make_app: AppFactory) -> None:
     mine = InProcessJobDriver()
     context = await make_app(driver=mine)
@@ -201,10 +233,10 @@ def test_a_job_request_keeps_the_dataclass_semantics_its_own_init_must_not_lose(
 
     request = JobRequest(
         id="i", type="t", payload="{}", max_attempts=2, timeout_ms=5, key="k", delay_ms=7,
-        run_at_ms=8, keep_until_ms=9, trace_context="tp", max_stalls=4,
+        run_at_ms=8, keep_until_ms=9, trace_context="tp", max_stalls=4, priority=-6,
     )  # fmt: skip
     assert [getattr(request, f.name) for f in dataclasses.fields(JobRequest)] == [
-        "i", "t", "{}", 2, 5, "k", 7, 8, 9, "tp", 4,
+        "i", "t", "{}", 2, 5, "k", 7, 8, 9, "tp", 4, -6,
     ]  # fmt: skip
     plain = JobRequest(id="i", type="t", payload="{}", max_attempts=2)
     assert (plain.timeout_ms, plain.key, plain.delay_ms, plain.run_at_ms) == (None, None, 0, None)

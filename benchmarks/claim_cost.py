@@ -1,0 +1,64 @@
+"""Claim cost with priorities (issue 30): ``claim(10)`` among 100,000 due pending jobs, all of
+priority 0 (today's plain claim) against the same backlog spread over 5 priorities.
+
+Each claimed batch is completed (untimed) before the next claim, so the backlog shrinks by 10
+a claim and the active set stays small. The claim must stay index-backed: its cost flat in the
+backlog, and the 5-priority figure within 20% of the plain one.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+
+from jobs import JobDriver
+from jobs.spi import JobRequest
+
+BATCH = 1_000
+CLAIM = 10
+PRIORITIES = (-2, -1, 0, 1, 2)
+
+
+async def fill(driver: JobDriver, total: int, priorities: tuple[int, ...]) -> None:
+    """``total`` due jobs of one type, priorities taken in turn."""
+    for start in range(0, total, BATCH):
+        batch = [
+            JobRequest(
+                id=uuid.uuid4().hex,
+                type="bench.claim",
+                payload="null",
+                max_attempts=1,
+                priority=priorities[(start + i) % len(priorities)],
+            )
+            for i in range(min(BATCH, total - start))
+        ]
+        await driver.enqueue_many(batch)
+
+
+async def claim_times(driver: JobDriver, claims: int) -> list[float]:
+    """Milliseconds of each of ``claims`` claims of ``CLAIM`` jobs (the first 20 untimed:
+    statements prepared on the pooled connections)."""
+    times = []
+    for index in range(claims + 20):
+        started = time.perf_counter()
+        claimed = await driver.claim(CLAIM, 60_000, ["bench.claim"])
+        elapsed = (time.perf_counter() - started) * 1000
+        assert len(claimed) == CLAIM, "the backlog ran out"
+        await driver.complete_many([(job.id, job.lease_token) for job in claimed])
+        if index >= 20:
+            times.append(elapsed)
+    return times
+
+
+async def claim_row(
+    plain: JobDriver, prioritized: JobDriver, total: int, claims: int = 300
+) -> tuple[float, float]:
+    """Median claim ms on a store of ``total`` plain jobs, and on one of ``total`` jobs over
+    ``PRIORITIES``."""
+    await fill(plain, total, (0,))
+    await fill(prioritized, total, PRIORITIES)
+    return (
+        statistics.median(await claim_times(plain, claims)),
+        statistics.median(await claim_times(prioritized, claims)),
+    )
