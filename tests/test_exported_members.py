@@ -146,6 +146,8 @@ EXPORTED = {
         "MAX_TYPE_LENGTH",
         "MAX_KEY_LENGTH",
         "JobDefinition",
+        "JobDefinitions",
+        "UsesJobDefinitions",
         "resolve_job",
         "Clock",
         "ManualClock",
