@@ -127,6 +127,7 @@ EXPORTED = {
         "OutboxPublisher",
         "OutboxEntry",
         "JobInbox",
+        "SyncJobInbox",
         "InboxJob",
         "AttemptSettlement",
         "CompletesInTransaction",
