@@ -24,6 +24,7 @@ from .inbox import (
     SyncJobInbox,
 )
 from .outbox import OutboxPublisher, OutboxStore
+from .outbox_audit import OutboxAuditReads, OverdueEntry, PublishedEntry
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
@@ -89,6 +90,9 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    "OutboxAuditReads",
+    "OverdueEntry",
+    "PublishedEntry",
     # the inbox (effects exactly once)
     "JobInbox",
     "SyncJobInbox",
