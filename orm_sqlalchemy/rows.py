@@ -90,6 +90,7 @@ def job_info(row: Row) -> JobInfo:
         errors=failed_attempts(row["errors"]),
         stalls=row["stalls"],
         max_stalls=row["max_stalls"],
+        result=None if row["result"] is None else decode_payload(row["result"]),
     )
 
 
