@@ -88,6 +88,7 @@ EXPORTED = {
         "PayloadTooLargeError",
         "PayloadValidationError",
         "PermanentError",
+        "ResultError",
         "RetryLater",
         "ScheduleError",
         "StoreSchemaError",
