@@ -128,6 +128,7 @@ EXPORTED = {
         "OutboxPublisher",
         "OutboxEntry",
         "JobInbox",
+        "SyncJobInbox",
         "InboxJob",
         "AttemptSettlement",
         "CompletesInTransaction",

@@ -16,7 +16,13 @@ from .driver import (
     WorkerRegistry,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
-from .inbox import AttemptSettlement, CompletesInTransaction, InboxJob, JobInbox
+from .inbox import (
+    AttemptSettlement,
+    CompletesInTransaction,
+    InboxJob,
+    JobInbox,
+    SyncJobInbox,
+)
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
     AUDIT_KEEP_MS,
@@ -85,6 +91,7 @@ __all__ = [
     "OutboxEntry",
     # the inbox (effects exactly once)
     "JobInbox",
+    "SyncJobInbox",
     "InboxJob",
     "AttemptSettlement",
     "CompletesInTransaction",
