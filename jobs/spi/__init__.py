@@ -17,7 +17,7 @@ from .driver import (
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .inbox import AttemptSettlement, CompletesInTransaction, InboxJob, JobInbox
-from .outbox import OutboxPublisher, OutboxStore
+from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
@@ -28,6 +28,7 @@ from .records import (
     FINISHED_STATES,
     JOB_STATES,
     MAX_ERRORS_KEPT,
+    OUTBOX_ENTRY_STATES,
     AuditEntry,
     AuditPage,
     ClaimedJob,
@@ -39,7 +40,12 @@ from .records import (
     JobStateCounts,
     JobTypeStats,
     OutboxEntry,
+    OutboxEntryInfo,
+    OutboxEntryPage,
+    OutboxStats,
     OutcomeCount,
+    RelayInfo,
+    RelayRegistration,
     WorkerInfo,
     WorkerRegistration,
     stalled_error,
@@ -83,6 +89,13 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    "OutboxOperations",
+    "OutboxStats",
+    "RelayRegistration",
+    "RelayInfo",
+    "OutboxEntryInfo",
+    "OutboxEntryPage",
+    "OUTBOX_ENTRY_STATES",
     # the inbox (effects exactly once)
     "JobInbox",
     "InboxJob",
