@@ -16,7 +16,13 @@ from .driver import (
     WorkerRegistry,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
-from .inbox import AttemptSettlement, CompletesInTransaction, InboxJob, JobInbox
+from .inbox import (
+    AttemptSettlement,
+    CompletesInTransaction,
+    InboxJob,
+    JobInbox,
+    SyncJobInbox,
+)
 from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
 from .records import (
     AUDIT_KEEP_MS,
@@ -98,6 +104,7 @@ __all__ = [
     "OUTBOX_ENTRY_STATES",
     # the inbox (effects exactly once)
     "JobInbox",
+    "SyncJobInbox",
     "InboxJob",
     "AttemptSettlement",
     "CompletesInTransaction",
