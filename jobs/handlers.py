@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 from pydantic import BaseModel
 
 from .context import JobContext
-from .definitions import JobDefinition
+from .definitions import JobDefinition, UsesJobDefinitions
 from .errors import DuplicateHandlerError, JobTypeError
 from .options import check_max_attempts, check_max_stalls, check_timeout_ms
 from .payload import MAX_TYPE_LENGTH, check_name
@@ -231,9 +231,12 @@ class JobHandlerRegistry:
         if self._running:
             return
         if self._context is not None:
-            for name, bean in self._context.beans():
-                if bean is not self:
-                    self._scan(name, bean)
+            beans = [(name, bean) for name, bean in self._context.beans() if bean is not self]
+            for name, bean in beans:
+                self._scan(name, bean)
+            for _, bean in beans:  # an outbox store: appends by type name typed too
+                if isinstance(bean, UsesJobDefinitions) and not isinstance(bean, type):
+                    bean.use_definitions(self)
         self._running = True
 
     def stop(self) -> None:
@@ -279,6 +282,13 @@ class JobHandlerRegistry:
 
     def get(self, job_type: str) -> RegisteredHandler | None:
         return self._handlers.get(job_type)
+
+    def definition_of(self, job_type: str) -> JobDefinition[Any] | None:
+        """The definition of the handler of ``job_type`` (``JobDefinitions``): what a job of
+        that type enqueued or appended by name is validated against. None without a handler
+        or for a handler of a plain payload."""
+        handler = self._handlers.get(job_type)
+        return handler.options.definition if handler is not None else None
 
     @property
     def types(self) -> frozenset[str]:

@@ -479,11 +479,13 @@ def _drop_full_key_constraint(connection: Connection, jobs: Table) -> None:
 
 @dataclass(frozen=True, slots=True)
 class OutboxSchema:
-    """The outbox table of one prefix, the MetaData holding it and its LISTEN/NOTIFY channel."""
+    """The outbox table of one prefix, the live relays' table, the MetaData holding them and
+    the entries' LISTEN/NOTIFY channel."""
 
     metadata: MetaData
     entries: Table
     notify_channel: str
+    relays: Table
 
 
 def outbox_schema(
@@ -492,16 +494,18 @@ def outbox_schema(
     *,
     schema: str | None = None,
 ) -> OutboxSchema:
-    """The outbox table ``<prefix>entries`` in ``metadata`` (a new MetaData when None).
+    """The outbox table ``<prefix>entries`` and the live relays' ``<prefix>relays`` in
+    ``metadata`` (a new MetaData when None).
 
-    If ``metadata`` already holds that table (another store made it), it is reused.
+    If ``metadata`` already holds those tables (another store made them), they are reused.
     """
     metadata = metadata if metadata is not None else MetaData()
     name = f"{check_table_prefix(table_prefix)}entries"
     qualified = name if schema is None else f"{schema}.{name}"
+    relays = _relays_table(metadata, f"{table_prefix}relays", schema)
     existing = metadata.tables.get(qualified)
     if existing is not None:  # a second store on a shared MetaData
-        return OutboxSchema(metadata, existing, notify_channel("outbox", qualified))
+        return OutboxSchema(metadata, existing, notify_channel("outbox", qualified), relays)
     entries = Table(
         name,
         metadata,
@@ -544,7 +548,27 @@ def outbox_schema(
         postgresql_where=keyed,
         sqlite_where=keyed,
     )
-    return OutboxSchema(metadata, entries, notify_channel("outbox", qualified))
+    return OutboxSchema(metadata, entries, notify_channel("outbox", qualified), relays)
+
+
+def _relays_table(metadata: MetaData, name: str, schema: str | None) -> Table:
+    """The live relays of an outbox (``register_relay``): one row each, until ``expires_at``."""
+    existing = metadata.tables.get(name if schema is None else f"{schema}.{name}")
+    if existing is not None:
+        return existing
+    relays = Table(
+        name,
+        metadata,
+        Column("id", String(255), primary_key=True),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("started_at", BigInteger, nullable=False),
+        Column("last_seen", BigInteger, nullable=False),
+        Column("expires_at", BigInteger, nullable=False),
+        schema=schema,
+    )
+    Index(f"ix_{name}_expires", relays.c.expires_at)
+    return relays
 
 
 @dataclass(frozen=True)

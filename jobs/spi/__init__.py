@@ -23,7 +23,7 @@ from .inbox import (
     JobInbox,
     SyncJobInbox,
 )
-from .outbox import OutboxPublisher, OutboxStore
+from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
@@ -34,6 +34,7 @@ from .records import (
     FINISHED_STATES,
     JOB_STATES,
     MAX_ERRORS_KEPT,
+    OUTBOX_ENTRY_STATES,
     AuditEntry,
     AuditPage,
     ClaimedJob,
@@ -45,7 +46,12 @@ from .records import (
     JobStateCounts,
     JobTypeStats,
     OutboxEntry,
+    OutboxEntryInfo,
+    OutboxEntryPage,
+    OutboxStats,
     OutcomeCount,
+    RelayInfo,
+    RelayRegistration,
     WorkerInfo,
     WorkerRegistration,
     stalled_error,
@@ -89,6 +95,13 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    "OutboxOperations",
+    "OutboxStats",
+    "RelayRegistration",
+    "RelayInfo",
+    "OutboxEntryInfo",
+    "OutboxEntryPage",
+    "OUTBOX_ENTRY_STATES",
     # the inbox (effects exactly once)
     "JobInbox",
     "SyncJobInbox",
