@@ -17,8 +17,10 @@ from jobs.spi import (
     JobState,
     JobStateCounts,
     OutboxEntry,
+    OutboxEntryInfo,
     OverdueEntry,
     PublishedEntry,
+    RelayInfo,
     WorkerInfo,
 )
 from jobs.spi.support import decode_payload, to_datetime
@@ -92,6 +94,7 @@ def job_info(row: Row) -> JobInfo:
         errors=failed_attempts(row["errors"]),
         stalls=row["stalls"],
         max_stalls=row["max_stalls"],
+        result=None if row["result"] is None else decode_payload(row["result"]),
     )
 
 
@@ -141,6 +144,40 @@ def outbox_entry(row: Row) -> OutboxEntry:
         trace_context=row["trace_context"],
         run_at_ms=row["run_at"],
         max_attempts=row["max_attempts"],
+    )
+
+
+def outbox_entry_info(row: Row) -> OutboxEntryInfo:
+    """A row of the outbox's ``list_entries``/``get_entry`` (``now``: the store's clock)."""
+    published = row["published_at"]
+    return OutboxEntryInfo(
+        id=row["id"],
+        type=row["type"],
+        payload=decode_payload(row["payload"]),
+        key=row["key"],
+        created_at=to_datetime(row["created_at"]),
+        available_at=to_datetime(row["available_at"]),
+        published_at=None if published is None else to_datetime(published),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        leased=(
+            published is None
+            and row["lease_token"] is not None
+            and int(row["available_at"]) > int(row["now"])
+        ),
+        run_at_ms=row["run_at"],
+        max_attempts=row["max_attempts"],
+    )
+
+
+def relay_info(row: Row) -> RelayInfo:
+    """A row of the outbox's relays table."""
+    return RelayInfo(
+        id=row["id"],
+        host=row["host"],
+        pid=row["pid"],
+        started_at=to_datetime(row["started_at"]),
+        last_seen=to_datetime(row["last_seen"]),
     )
 
 
