@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loguru import logger
 
@@ -52,9 +52,10 @@ from .leases import Lease, LeaseKeeper
 from .metrics import metering, record_execution
 from .options import MAX_DELAY_MS, check_delay_ms
 from .payload import decode_payload
+from .results import DEFAULT_MAX_RESULT_BYTES, encode_result
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settling import Settler
-from .spi.inbox import AttemptSettlement, JobInbox
+from .spi.inbox import AttemptSettlement, JobInbox, SyncJobInbox
 from .spi.records import ClaimedJob, stalled_error
 from .telemetry import (
     activate,
@@ -94,6 +95,8 @@ class AttemptServices:
     """Called when the handler returned (before the settle): its slot may take the next job."""
     tally: OutcomeTally | None = None
     """Where the outcome and runtime of each execution are counted (``jobs.counters``)."""
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """The bound on a handler's return value as JSON text (``jobs.results``)."""
 
 
 class Attempt:
@@ -109,6 +112,7 @@ class Attempt:
         "interrupted_at",
         "job",
         "lease",
+        "result",
         "services",
         "settlement",
         "signal",
@@ -151,6 +155,8 @@ class Attempt:
         self.detached = False
         self._settling = False
         self.started = 0.0
+        self.result: str | None = None
+        """The handler's return value as JSON text (None: it returned None)."""
         """When the handler was called (``time.perf_counter()``); 0 before."""
         self._timeout_handle: asyncio.TimerHandle | None = None
         self._grace_handle: asyncio.TimerHandle | None = None
@@ -250,8 +256,8 @@ class Attempt:
                     _call_in, contextvars.copy_context(), handler.function, args
                 )
                 value = await asyncio.wrap_future(thread)
-            if value is not None and inspect.isawaitable(value):
-                await self._await_returned(value)
+            if value is not None:
+                await self._keep_returned(value)
         except asyncio.CancelledError as exc:
             task = self.task
             if task is None or not task.cancelling():
@@ -273,24 +279,37 @@ class Attempt:
         return result
 
     async def _call_in_inbox(self, inbox: JobInbox, args: tuple[Any, ...]) -> Any:
-        """The handler (``async def``) inside ``inbox.once(ctx)``; skipped when an earlier
-        execution of the job committed (the job is then completed)."""
+        """The handler inside ``inbox.once(ctx)`` (a ``def`` one: ``once_sync``, in its
+        thread); skipped when an earlier execution of the job committed (the job is then
+        completed)."""
         context = args[1] if len(args) > 1 else self._context()
+        if not self.handler.is_async:
+            self.thread = thread = self.services.executor.submit(
+                _call_in,
+                contextvars.copy_context(),
+                _call_in_sync_inbox,
+                (cast(SyncJobInbox, inbox), context, self.handler.function, args),
+            )
+            return await asyncio.wrap_future(thread)
         async with inbox.once(context) as first:
             if not first:
-                logger.bind(job_id=self.job.id, job_type=self.job.type).info(
-                    "job {} ({}): an earlier execution committed its effects (the inbox has "
-                    "it); the handler is not run again",
-                    self.job.type,
-                    self.job.id,
-                )
+                _log_skipped(context)
                 return None
             value = self.handler.function(*args)
             while value is not None and inspect.isawaitable(value):
                 value = await value
             return value
 
-    async def _await_returned(self, value: Any) -> None:
+    async def _keep_returned(self, value: Any) -> None:
+        """What the handler returned: awaited if awaitable, then encoded as the job's result,
+        kept with the job in the completing write (``jobs.results``: a value that cannot be
+        kept raises ResultError, the attempt's error)."""
+        if inspect.isawaitable(value):
+            value = await self._await_returned(value)
+        if value is not None:
+            self.result = encode_result(value, self.services.max_result_bytes)
+
+    async def _await_returned(self, value: Any) -> Any:
         """A handler call that returned an awaitable (a sync ``def`` returning a coroutine, a
         plain decorator around an ``async def``): await it here, on the runner's loop, saying
         once per handler how to have it called on the loop directly."""
@@ -307,6 +326,7 @@ class Attempt:
             )
         while value is not None and inspect.isawaitable(value):
             value = await value
+        return value
 
     def _arguments(self) -> tuple[Any, ...]:
         """The handler's arguments: the decoded (and validated) payload, and its context."""
@@ -326,8 +346,13 @@ class Attempt:
             self.services.settler.driver, job.id, job.lease_token
         )
         # no more beats: the job is no longer active (a partial, not a bound method of the
-        # attempt: no reference cycle through the settlement the context holds)
-        settlement.on_completed = functools.partial(self.services.leases.release, self.lease)
+        # attempt: no reference cycle through the settlement the context holds); a def
+        # handler's inbox commits in the handler's thread, so the release goes to the loop
+        release = functools.partial(self.services.leases.release, self.lease)
+        if self.handler.is_async:
+            settlement.on_completed = release
+        else:
+            settlement.on_completed = _on_loop(asyncio.get_running_loop(), release)
         return JobContext(
             job.id,
             job.type,
@@ -433,7 +458,7 @@ class Attempt:
         if settlement is not None and settlement.completed:
             outcome = self._completed_already(error)
         elif error is None and not lease.lost:  # the common case
-            completed = await self.services.settler.complete(self.job)
+            completed = await self.services.settler.complete(self.job, self.result)
             outcome = "completed" if completed else self._refused()
         else:
             outcome = await self._settle(error)
@@ -462,7 +487,7 @@ class Attempt:
         if self.lease_lost:
             return "cancelled" if self.signal.reason == "cancelled" else "lease_lost"
         if error is None:
-            return "completed" if await settler.complete(job) else self._refused()
+            return "completed" if await settler.complete(job, self.result) else self._refused()
         text = describe_error(error)
         if isinstance(error, RetryLater):  # not a failure: the attempt is not spent
             log_retry_later(job, error.delay_ms, error, self.span)
@@ -551,6 +576,36 @@ class _CarriedExit(Exception):
     def __init__(self, error: GeneratorExit) -> None:
         super().__init__()
         self.error = error
+
+
+def _call_in_sync_inbox(
+    inbox: SyncJobInbox, context: JobContext, function: Callable[..., Any], args: tuple[Any, ...]
+) -> Any:
+    """A ``def`` handler inside ``inbox.once_sync(ctx)``, in the handler's thread; skipped when
+    an earlier execution of the job committed (the job is then completed)."""
+    with inbox.once_sync(context) as first:
+        if not first:
+            _log_skipped(context)
+            return None
+        return function(*args)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> Callable[[], None]:
+    """``callback``, called from any thread, run on ``loop``."""
+
+    def call() -> None:
+        loop.call_soon_threadsafe(callback)
+
+    return call
+
+
+def _log_skipped(context: JobContext) -> None:
+    logger.bind(job_id=context.id, job_type=context.type).info(
+        "job {} ({}): an earlier execution committed its effects (the inbox has it); the "
+        "handler is not run again",
+        context.type,
+        context.id,
+    )
 
 
 def _call_in(

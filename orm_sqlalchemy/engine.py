@@ -353,7 +353,7 @@ def configure_sqlite(
         slot = turn_slot.get()
         if slot is not None and slot.turns is None and mode != "DEFERRED":
             try:
-                slot.turns = _await(gate.acquire())
+                _await(slot.take(gate))
             except sqlite3.OperationalError as exc:
                 raise DBAPIError.instance(f"BEGIN {mode}", None, exc, sqlite3.Error) from exc
         begin_on_driver(conn, f"BEGIN {mode}")

@@ -68,11 +68,17 @@ from jobs.errors import DriverError
 from jobs.spi import (
     DEFAULT_MAX_STALLS,
     JOB_STATES,
+    AuditPage,
     ClaimedJob,
     JobInfo,
+    JobPage,
     JobRequest,
     JobState,
     JobStateCounts,
+    JobTypeStats,
+    OutcomeCount,
+    WorkerInfo,
+    WorkerRegistration,
 )
 from jobs.spi.support import Clock, Retention, check_request, stalled_error_parts
 
@@ -91,7 +97,7 @@ MAX_CLAIM = 1_000
 DEFAULT_REPLICA_TIMEOUT_MS = 1_000
 
 
-class RedisJobDriver(RedisOperations):
+class RedisJobDriver:
     """Jobs in Redis under one namespace; borrows ``connection`` or owns a client from ``url``."""
 
     def __init__(
@@ -125,6 +131,15 @@ class RedisJobDriver(RedisOperations):
             self._topology, replicas=replicas, replica_timeout_ms=replica_timeout_ms
         )
         self._waiter = Waiter(self._topology)
+        self._operations = RedisOperations(
+            client=client,
+            keys=self._keys,
+            scripts=self._scripts,
+            retention=self._retention,
+            now=self._now,
+            text=self._text,
+            get_job=self.get_job,
+        )
         self._closing = asyncio.Event()
         self._closed = False
         self._policy_check: asyncio.Task[None] | None = None
@@ -251,14 +266,16 @@ class RedisJobDriver(RedisOperations):
             await self._scripts.per_job("heartbeat", shared, job_keys, job_args, durable=False)
         )
 
-    async def complete(self, job_id: str, lease_token: str) -> bool:
-        return await self._finish(job_id, lease_token, "completed", None)
+    async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
+        return await self._finish(job_id, lease_token, "completed", result)
 
-    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
-        """The batch in one round trip (``ScriptRunner.batch``); a token that names no type
-        is stale without a call."""
+    async def complete_many(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None = None
+    ) -> list[bool]:
+        """The batch in one round trip (``ScriptRunner.batch``), each job's result in its own
+        arguments; a token that names no type is stale without a call."""
         self._check_open()
-        results = [False] * len(jobs)
+        done = [False] * len(jobs)
         keys = self._keys
         positions: list[int] = []
         parts: list[tuple[list[str], list[ScriptArg]]] = []
@@ -266,12 +283,13 @@ class RedisJobDriver(RedisOperations):
             job_type = _token_type(token)
             if job_type is not None:
                 positions.append(position)
-                parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, ""]))
+                result = "" if results is None else results[position] or ""
+                parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, result]))
         if parts:
             statuses = await self._scripts.batch("finish", self._finish_of("completed"), parts)
             for position, status in zip(positions, statuses, strict=True):
-                results[position] = bool(status)
-        return results
+                done[position] = bool(status)
+        return done
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
         return await self._finish(job_id, lease_token, "failed", error)
@@ -350,6 +368,73 @@ class RedisJobDriver(RedisOperations):
         counts.update(zip(JOB_STATES, (int(value) for value in reply), strict=False))
         return counts
 
+    # -- operations: RedisOperations, once the driver is open ---------------------------------
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        operations = self._open_operations()
+        return await operations.list_jobs(
+            state=state, job_type=job_type, limit=limit, cursor=cursor
+        )
+
+    async def find_job(self, key: str) -> JobInfo | None:
+        return await self._open_operations().find_job(key)
+
+    async def requeue(self, job_id: str) -> bool:
+        return await self._open_operations().requeue(job_id)
+
+    async def requeue_failed(self, job_type: str | None = None) -> int:
+        return await self._open_operations().requeue_failed(job_type)
+
+    async def cancel(self, job_id: str) -> bool:
+        return await self._open_operations().cancel(job_id)
+
+    async def purge(
+        self,
+        states: Collection[JobState],
+        job_type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        return await self._open_operations().purge(states, job_type, older_than_ms)
+
+    async def delete(self, job_id: str) -> bool:
+        return await self._open_operations().delete(job_id)
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        return await self._open_operations().stats()
+
+    async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
+        await self._open_operations().register_worker(worker, ttl_ms)
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        await self._open_operations().deregister_worker(worker_id)
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        return await self._open_operations().list_workers()
+
+    async def add_counts(self, counts: Sequence[OutcomeCount]) -> None:
+        await self._open_operations().add_counts(counts)
+
+    async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
+        return await self._open_operations().read_counts(since_ms, job_type)
+
+    async def record_action(
+        self, *, action: str, target: str, actor: str, source: str, count: int
+    ) -> None:
+        operations = self._open_operations()
+        await operations.record_action(
+            action=action, target=target, actor=actor, source=source, count=count
+        )
+
+    async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        return await self._open_operations().list_actions(limit=limit, cursor=cursor)
+
     # -- wake-up and close ---------------------------------------------------------------------
 
     async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
@@ -397,6 +482,10 @@ class RedisJobDriver(RedisOperations):
                 self._check_memory_policy(), name="redis-jobs-memory-policy"
             )
 
+    def _open_operations(self) -> RedisOperations:
+        self._check_open()
+        return self._operations
+
     async def _check_memory_policy(self) -> None:
         if not await check_memory_policy(self._topology):
             self._policy_check = None  # unreachable now: ask again on a later call
@@ -407,13 +496,14 @@ class RedisJobDriver(RedisOperations):
     def _text(self, value: Any) -> str:
         return value.decode(*self._topology.encoding) if isinstance(value, bytes) else str(value)
 
-    async def _finish(self, job_id: str, token: str, state: JobState, error: str | None) -> bool:
+    async def _finish(self, job_id: str, token: str, state: JobState, text: str | None) -> bool:
+        """Complete (``text``: the result) or fail (``text``: the error) a held job."""
         self._check_open()
         job_type = _token_type(token)
         if job_type is None:
             return False
         job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
-        job_args: list[ScriptArg] = [job_id, token, error or ""]
+        job_args: list[ScriptArg] = [job_id, token, text or ""]
         shared = self._finish_of(state)
         return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
 

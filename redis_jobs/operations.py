@@ -8,6 +8,11 @@ chunk at a time and send each chunk as one batch call (one round trip), each job
 step. ``list_jobs`` pages the state indexes (``{ns}:state:<state>[:<type>]``, by created_at),
 so a page costs the same however many jobs are stored; ``stats`` reads per-type sorted sets
 in one script. Worker registrations live in ``{ns}:workers`` and expire with their ttl.
+
+``RedisJobDriver`` holds one ``RedisOperations`` and hands each operation to it once it has
+checked that it is open: the object is given what it reads and nothing of the driver's (the
+client, the namespace's keys, the script runner, retention, the script clock, the reply decoder,
+and the driver's ``get_job`` for ``find_job``).
 """
 
 from __future__ import annotations
@@ -47,24 +52,41 @@ from .scripts import ScriptArg, ScriptRunner, Shared
 from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
 
 CHUNK = 500
+"""Jobs a bulk call reads from an index and changes per round trip."""
 TIES = 100
 """``list_actions`` reads this many more actions than a page: those of the cursor's own
 millisecond that precede it are skipped."""
-"""Jobs a bulk call reads from an index and changes per round trip."""
 ANY_STATE_BUT_ACTIVE = "pending,completed,failed,cancelled"
 
 
 class RedisOperations:
-    """Mixed into RedisJobDriver: the operations SPI over its keys and scripts."""
+    """The operations SPI over one namespace's keys and scripts (held by ``RedisJobDriver``).
 
-    _keys: Keys
-    _scripts: ScriptRunner
-    _retention: Retention
-    _client: Any
-    _text: Callable[[Any], str]
-    _now: Callable[[], str]
-    _check_open: Callable[[], None]
-    get_job: Callable[[str], Awaitable[JobInfo | None]]
+    ``now`` gives the scripts' clock argument ("" for Redis TIME), ``text`` decodes a reply
+    value with the client's encoding, ``get_job`` reads a job by id (``find_job`` follows the
+    key index to it).
+    """
+
+    __slots__ = ("_client", "_get_job", "_keys", "_now", "_retention", "_scripts", "_text")
+
+    def __init__(
+        self,
+        *,
+        client: Any,
+        keys: Keys,
+        scripts: ScriptRunner,
+        retention: Retention,
+        now: Callable[[], str],
+        text: Callable[[Any], str],
+        get_job: Callable[[str], Awaitable[JobInfo | None]],
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._scripts = scripts
+        self._retention = retention
+        self._now = now
+        self._text = text
+        self._get_job = get_job
 
     async def list_jobs(
         self,
@@ -74,7 +96,6 @@ class RedisOperations:
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobPage:
-        self._check_open()
         after = decode_cursor(cursor) if cursor is not None else None
         args: list[ScriptArg] = [
             self._now(),
@@ -95,15 +116,13 @@ class RedisOperations:
         return JobPage(jobs=jobs, next_cursor=encode_cursor(*last) if more and last else None)
 
     async def find_job(self, key: str) -> JobInfo | None:
-        self._check_open()
         holder = await self._client.get(self._keys.index(key))
         if holder is None:
             return None
-        info = await self.get_job(self._text(holder))
+        info = await self._get_job(self._text(holder))
         return info if info is not None and info.key == key else None
 
     async def requeue(self, job_id: str) -> bool:
-        self._check_open()
         keys = self._keys
         return bool(
             await self._scripts.per_job(
@@ -112,13 +131,11 @@ class RedisOperations:
         )
 
     async def requeue_failed(self, job_type: str | None = None) -> int:
-        self._check_open()
         return await self._each_listed(
             self._keys.state("failed", job_type), "requeue", self._requeue_shared()
         )
 
     async def cancel(self, job_id: str) -> bool:
-        self._check_open()
         keys = self._keys
         args: list[ScriptArg] = [self._now(), job_id, self._retention.failed_ms, EXPIRY_MARGIN_MS]
         reply = await self._scripts.call(
@@ -132,7 +149,6 @@ class RedisOperations:
         job_type: str | None = None,
         older_than_ms: int | None = None,
     ) -> int:
-        self._check_open()
         wanted = [state for state in dict.fromkeys(states) if state != "active"]
         shared: Shared = (
             [self._keys.prefix],
@@ -149,7 +165,6 @@ class RedisOperations:
         return purged
 
     async def delete(self, job_id: str) -> bool:
-        self._check_open()
         shared: Shared = ([self._keys.prefix], [self._now(), ANY_STATE_BUT_ACTIVE, "", ""])
         [deleted] = await self._scripts.batch(
             "purge", shared, [([self._keys.job(job_id)], [job_id])]
@@ -157,7 +172,6 @@ class RedisOperations:
         return bool(deleted)
 
     async def stats(self) -> dict[str, JobTypeStats]:
-        self._check_open()
         reply = json.loads(await self._scripts.call("stats", [self._keys.prefix], [self._now()]))
         result = {}
         for job_type in sorted(reply):
@@ -175,7 +189,6 @@ class RedisOperations:
         return result
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
-        self._check_open()
         registration = json.dumps(
             {
                 "id": worker.id,
@@ -190,12 +203,10 @@ class RedisOperations:
         await self._scripts.call("workers", self._worker_keys(), args)
 
     async def deregister_worker(self, worker_id: str) -> None:
-        self._check_open()
         args: list[ScriptArg] = [self._now(), "deregister", worker_id]
         await self._scripts.call("workers", self._worker_keys(), args)
 
     async def list_workers(self) -> list[WorkerInfo]:
-        self._check_open()
         reply = await self._scripts.call("workers", self._worker_keys(), [self._now(), "list"])
         workers = [_worker(record) for record in json.loads(reply)]
         return sorted(workers, key=lambda worker: (worker.started_at, worker.id))
@@ -207,7 +218,6 @@ class RedisOperations:
             await self._add_counts(counts)
 
     async def _add_counts(self, counts: Sequence[OutcomeCount]) -> None:
-        self._check_open()
         if not counts:
             return
         index = self._keys.counts
@@ -230,7 +240,6 @@ class RedisOperations:
             return await self._read_counts(since_ms, job_type)
 
     async def _read_counts(self, since_ms: int, job_type: str | None) -> list[OutcomeCount]:
-        self._check_open()
         minutes = [
             int(self._text(m))
             for m in await self._client.zrangebyscore(self._keys.counts, since_ms, "+inf")
@@ -272,7 +281,6 @@ class RedisOperations:
     async def _record_action(
         self, action: str, target: str, actor: str, source: str, count: int
     ) -> None:
-        self._check_open()
         now_text = self._now()
         if now_text:
             now = int(now_text)
@@ -296,7 +304,6 @@ class RedisOperations:
             return await self._list_actions(limit, cursor)
 
     async def _list_actions(self, limit: int, cursor: str | None) -> AuditPage:
-        self._check_open()
         before = decode_cursor(cursor) if cursor is not None else None
         top: str | int = "+inf" if before is None else before[0]
         reply = await self._client.zrevrangebyscore(

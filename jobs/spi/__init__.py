@@ -16,8 +16,15 @@ from .driver import (
     WorkerRegistry,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
-from .inbox import AttemptSettlement, CompletesInTransaction, InboxJob, JobInbox
-from .outbox import OutboxPublisher, OutboxStore
+from .inbox import (
+    AttemptSettlement,
+    CompletesInTransaction,
+    InboxJob,
+    JobInbox,
+    SyncJobInbox,
+)
+from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
+from .outbox_audit import OutboxAuditReads, OverdueEntry, PublishedEntry
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
@@ -28,6 +35,7 @@ from .records import (
     FINISHED_STATES,
     JOB_STATES,
     MAX_ERRORS_KEPT,
+    OUTBOX_ENTRY_STATES,
     AuditEntry,
     AuditPage,
     ClaimedJob,
@@ -39,7 +47,12 @@ from .records import (
     JobStateCounts,
     JobTypeStats,
     OutboxEntry,
+    OutboxEntryInfo,
+    OutboxEntryPage,
+    OutboxStats,
     OutcomeCount,
+    RelayInfo,
+    RelayRegistration,
     WorkerInfo,
     WorkerRegistration,
     stalled_error,
@@ -83,8 +96,19 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    "OutboxAuditReads",
+    "OverdueEntry",
+    "PublishedEntry",
+    "OutboxOperations",
+    "OutboxStats",
+    "RelayRegistration",
+    "RelayInfo",
+    "OutboxEntryInfo",
+    "OutboxEntryPage",
+    "OUTBOX_ENTRY_STATES",
     # the inbox (effects exactly once)
     "JobInbox",
+    "SyncJobInbox",
     "InboxJob",
     "AttemptSettlement",
     "CompletesInTransaction",

@@ -24,6 +24,7 @@ from .conformance_counters import CountersConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
 from .conformance_priority import PriorityConformance
+from .conformance_results import ResultsConformance
 from .conformance_runner import RunnerConformance
 from .conformance_stalls import StallConformance
 from .dashboard_cases import DashboardConformance
@@ -51,6 +52,7 @@ class DriverConformance(
     RunnerConformance,
     OptionsConformance,
     PriorityConformance,
+    ResultsConformance,
     StallConformance,
     MalformedRecordConformance,
 ):

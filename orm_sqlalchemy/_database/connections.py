@@ -47,7 +47,7 @@ from jobs.spi.support import Coalescer
 from . import asyncpg_errors as pg
 from .errors import is_value_error, store_error
 from .slots import Slots
-from .sqlite_writers import WriterTurns, writer_gate
+from .sqlite_writers import WriterTurns, waits_for_itself, writer_gate
 from .statements import Statement
 
 __all__ = ["Backend", "PostgresBackend", "Row", "SQLiteBackend"]
@@ -340,6 +340,13 @@ class SQLiteBackend:
         if self._connection is None:
             await self._connect()
         groups, gate = self._groups, self._gate
+        if gate is not None and waits_for_itself(gate):
+            raise DriverError(
+                f"{self._name}: this task's open transaction on the same SQLite database holds "
+                "its write lock, so the store's statement would wait for it until the busy "
+                "timeout; write the job in that transaction through the outbox "
+                "(outbox.append / outbox.append_in(session, ...)), or after it commits"
+            )
         if gate is not None and groups.go_alone():
             turns = gate.try_acquire()
             if turns is not None:

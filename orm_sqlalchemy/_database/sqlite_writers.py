@@ -55,6 +55,7 @@ __all__ = [
     "close_turn_slot",
     "open_turn_slot",
     "turn_slot",
+    "waits_for_itself",
     "writer_gate",
 ]
 
@@ -63,17 +64,40 @@ GATE_ATTRIBUTE = "_neverlost_sqlite_writer_gate"
 
 
 class TurnSlot:
-    """The write turn of one transaction, taken at its BEGIN (see ``write_turn``)."""
+    """The write turn of one transaction, taken at its BEGIN (``take``), and who holds it: the
+    gate and the task that began the transaction (``holds_lock_of``)."""
 
-    __slots__ = ("turns",)
+    __slots__ = ("gate", "task", "turns")
 
     def __init__(self) -> None:
         self.turns: WriterTurns | None = None
+        self.gate: SQLiteWriterGate | None = None
+        self.task: asyncio.Task[object] | None = None
+
+    async def take(self, gate: SQLiteWriterGate) -> None:
+        self.turns = await gate.acquire()
+        self.gate, self.task = gate, asyncio.current_task()
 
     def release(self) -> None:
         turns, self.turns = self.turns, None
+        self.gate = self.task = None
         if turns is not None:
             turns.release()
+
+
+def waits_for_itself(gate: SQLiteWriterGate) -> bool:
+    """Whether this task holds SQLite's write lock of ``gate``'s database through a transaction
+    it opened (a manager's, an inbox's): a store statement of this task on that database would
+    wait for its own transaction, until the busy timeout, since the task cannot end it while it
+    waits. Another task sharing the context (one made inside the transaction) is not held up
+    for good, and is not refused."""
+    slot = turn_slot.get()
+    if slot is None or slot.turns is None or slot.task is not asyncio.current_task():
+        return False
+    held = slot.gate
+    return held is gate or (
+        held is not None and held.lock_path is not None and held.lock_path == gate.lock_path
+    )
 
 
 turn_slot: ContextVar[TurnSlot | None] = ContextVar("neverlost_sqlite_turn", default=None)

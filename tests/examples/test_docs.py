@@ -34,6 +34,7 @@ MARKER = re.compile(r"<!-- (?P<kind>docs-test|docs-test-pytest|docs-test-file|do
                     r"not-tested): (?P<arg>.+?) -->\s*$")  # fmt: skip
 
 EXPECTED_OUTPUT = {
+    "workflow-results": "result: {'pages': 3, 'url': 's3://reports/7.pdf'}",
     "readme-quickstart": "order 1 confirmed",
     "quickstart": "['a@b.c (attempt 1)']",
     "definitions": "does not fit Receipt",
@@ -56,6 +57,7 @@ EXPECTED_OUTPUT = {
     "own-session": "None\n[{'invoice': 1}]\n",
     "own-async-session": "True 1\n",
     "effects-once": "completed [1, 2] [7]\n",
+    "effects-once-sync": "completed [1, 2] [7]\n",
     "settings": "20 20000",
     "logging": "failed for good after attempt 1/1: ConnectionError: smtp down welcome:a@b.c\n",
     "di-primer": "ticker started\nhello, Ada\n['settings', 'greeter', 'ticker']\nticker stopped\n"

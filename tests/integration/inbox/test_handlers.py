@@ -29,6 +29,7 @@ from jobs import (
     ManualClock,
     job_handler,
 )
+from jobs.errors import DriverError
 from jobs.spi import AttemptSettlement, ClaimedJob
 from jobs.testing.chaos import drop_store
 from orm_sqlalchemy import SQLAlchemyJobStore
@@ -286,15 +287,6 @@ async def _duplicates_on(kind: str, effects_db: EffectsDb, tmp_path: Path) -> No
             await drop_store(jobs.url, jobs.namespace)
 
 
-def test_an_inbox_needs_an_async_handler(effects_db: EffectsDb) -> None:
-    @job_handler(JOB, inbox=effects_db.inbox)
-    def handler(payload: dict[str, Any]) -> None:
-        return None
-
-    with pytest.raises(TypeError, match="must be an async def"):
-        registry_of(handler)  # type: ignore[arg-type]
-
-
 def test_inbox_takes_an_inbox() -> None:
     with pytest.raises(TypeError, match="inbox= takes an inbox"):
         job_handler(JOB, inbox=object())  # type: ignore[arg-type]
@@ -336,3 +328,37 @@ async def test_a_job_completed_in_the_transaction_is_not_interrupted_after_it(
     finally:
         await runner.close()
         await store.close()
+
+
+async def test_a_job_store_write_inside_the_block_on_its_sqlite_file_fails_at_once(
+    tmp_path: Path,
+) -> None:
+    """On SQLite the block holds the file's write lock: a job store's statement from the same
+    task would wait for the block itself until the busy timeout (5 s). It is refused at once,
+    naming the outbox, and the block's effects roll back with the error."""
+    effects_db = EffectsDb("sqlite", tmp_path)
+    await effects_db.setup()
+    store = SQLAlchemyJobStore(effects_db.url, table_prefix=effects_db.prefix)
+    try:
+        await store.create_schema()
+        job_id = await JobQueue(store).enqueue(JOB, {})
+        assert job_id is not None
+
+        async def follow_up_in_the_block() -> None:
+            async with effects_db.inbox.once(context_of(job_id)):
+                await effects_db.write_effect(job_id)
+                await JobQueue(store).enqueue("follow.up", {})
+
+        with pytest.raises(DriverError, match=r"outbox\.append_in"):
+            # under the busy timeout (5 s): refused, not waited out
+            await asyncio.wait_for(follow_up_in_the_block(), timeout=2.0)
+        assert await effects_db.effect_count(job_id) == 0
+        follow_ups = await store.list_jobs(job_type="follow.up")
+        assert follow_ups.jobs == []
+        other = asyncio.create_task(JobQueue(store).enqueue("after.commit", {}))
+        async with effects_db.inbox.once(context_of("another")):
+            await effects_db.write_effect("another")
+        assert await other is not None  # another task only waited for the commit
+    finally:
+        await store.close()
+        await effects_db.close()

@@ -2,8 +2,8 @@
 
 ``append(..., delay_ms=...)`` fixes the due time at the append by the database's clock (the
 entry stores the absolute time, ``run_at``); ``append(..., run_at=...)`` stores the time given;
-``max_attempts`` and ``priority`` are carried to the job. A relay that starts late publishes a job that is due
-at that stored time, not a delay after the publish. On SQLite and PostgreSQL.
+``max_attempts`` and ``priority`` are carried to the job. A relay that starts late publishes a
+job that is due at that stored time, not a delay after the publish. On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
