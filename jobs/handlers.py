@@ -13,7 +13,13 @@ from pydantic import BaseModel
 from .context import JobContext
 from .definitions import JobDefinition, UsesJobDefinitions
 from .errors import DuplicateHandlerError, JobTypeError
-from .options import check_max_attempts, check_max_stalls, check_priority, check_timeout_ms
+from .options import (
+    check_concurrency,
+    check_max_attempts,
+    check_max_stalls,
+    check_priority,
+    check_timeout_ms,
+)
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
@@ -45,6 +51,9 @@ class HandlerOptions:
     inbox: JobInbox | None = None
     priority: int | None = None
     """The default priority of the type's jobs (a request's own ``priority`` wins)."""
+    concurrency: int | None = None
+    """At most this many attempts of the type at once in one runner (None: no limit of its
+    own; the runner's ``concurrency`` bounds every type together)."""
 
 
 class _TypedHandlerDecorator(Protocol[M]):
@@ -78,6 +87,7 @@ def job_handler(
     max_stalls: int | None = None,
     inbox: JobInbox | None = None,
     priority: int | None = None,
+    concurrency: int | None = None,
 ) -> _TypedHandlerDecorator[M]: ...
 
 
@@ -93,6 +103,7 @@ def job_handler(
     max_stalls: int | None = None,
     inbox: JobInbox | None = None,
     priority: int | None = None,
+    concurrency: int | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -107,6 +118,7 @@ def job_handler(
     max_stalls: int | None = None,
     inbox: JobInbox | None = None,
     priority: int | None = None,
+    concurrency: int | None = None,
 ) -> Callable[[F], F] | _TypedHandlerDecorator[Any]:
     """Mark a bean method as the handler of a job type.
 
@@ -125,6 +137,9 @@ def job_handler(
     exactly once").
     ``priority`` is the default priority of the type's jobs (``MIN_PRIORITY`` to
     ``MAX_PRIORITY``, higher claimed first); an ``enqueue(..., priority=)`` wins over it.
+    ``concurrency``: at most that many attempts of the type at once in one runner, the
+    runner's other slots left to other types (a runner claims no more of the type than it
+    has room for, and hands back at no cost any a claim brought beyond it).
     """
     options = _options(
         type_or_definition,
@@ -136,6 +151,7 @@ def job_handler(
         max_stalls,
         inbox,
         priority,
+        concurrency,
     )
 
     def decorate(method: F) -> F:
@@ -166,6 +182,7 @@ def _options(
     max_stalls: int | None,
     inbox: JobInbox | None = None,
     priority: int | None = None,
+    concurrency: int | None = None,
 ) -> HandlerOptions:
     if isinstance(type_or_definition, JobDefinition):
         definition: JobDefinition[Any] | None = type_or_definition
@@ -182,6 +199,8 @@ def _options(
         max_stalls = check_max_stalls(max_stalls, where)
     if priority is not None:
         priority = check_priority(priority, where)
+    if concurrency is not None:
+        concurrency = check_concurrency(concurrency, where)
     if timezone is not None and cron is None:
         raise ValueError(f"handler {job_type!r} has a timezone but no cron schedule")
     if cron is not None:
@@ -202,6 +221,7 @@ def _options(
         max_stalls=max_stalls,
         inbox=None if inbox is None else _checked_inbox(inbox, job_type),
         priority=priority,
+        concurrency=concurrency,
     )
 
 
@@ -220,6 +240,14 @@ class RegisteredHandler:
     @property
     def job_type(self) -> str:
         return self.options.job_type
+
+
+def _limits_of(handlers: dict[str, RegisteredHandler]) -> dict[str, int]:
+    return {
+        job_type: handler.options.concurrency
+        for job_type, handler in handlers.items()
+        if handler.options.concurrency is not None
+    }
 
 
 def handler_options(function: object) -> HandlerOptions | None:
@@ -241,6 +269,7 @@ class JobHandlerRegistry:
         self._context = context
         self._handlers: dict[str, RegisteredHandler] = {}
         self._types: frozenset[str] = frozenset()
+        self._limits: dict[str, int] = {}
         self._running = False
 
     @property
@@ -275,6 +304,7 @@ class JobHandlerRegistry:
         max_stalls: int | None = None,
         inbox: JobInbox | None = None,
         priority: int | None = None,
+        concurrency: int | None = None,
     ) -> RegisteredHandler:
         """Register a plain function (or bound method) as the handler of a job type."""
         options = _options(
@@ -287,6 +317,7 @@ class JobHandlerRegistry:
             max_stalls,
             inbox,
             priority,
+            concurrency,
         )
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 
@@ -317,6 +348,12 @@ class JobHandlerRegistry:
         """Job types with a handler: what a runner claims."""
         return self._types
 
+    @property
+    def limits(self) -> dict[str, int]:
+        """Job type -> its handler's ``concurrency``, for the types that have one (a runner
+        runs no more attempts of such a type at once)."""
+        return self._limits
+
     def handlers(self) -> Iterable[RegisteredHandler]:
         return list(self._handlers.values())
 
@@ -335,6 +372,7 @@ class JobHandlerRegistry:
         subset = JobHandlerRegistry()
         subset._handlers = {job_type: self._handlers[job_type] for job_type in wanted}
         subset._types = frozenset(subset._handlers)
+        subset._limits = _limits_of(subset._handlers)
         subset._running = True
         return subset
 
@@ -375,6 +413,7 @@ class JobHandlerRegistry:
         )
         self._handlers[options.job_type] = handler
         self._types = frozenset(self._handlers)
+        self._limits = _limits_of(self._handlers)
         return handler
 
 

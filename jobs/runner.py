@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -48,7 +48,7 @@ from .service import BackgroundService
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
 from .spi.driver import JobDriver
-from .spi.records import WorkerRegistration
+from .spi.records import ClaimedJob, WorkerRegistration
 
 CLAIM_LOOP = "claim"
 _SETTLE_STEPS = 4
@@ -111,6 +111,7 @@ class JobRunner(BackgroundService):
         self._claim_failures = FailureStreak("claiming jobs")
         self._wait_failures = FailureStreak("waiting for jobs")
         self._slot_freed: asyncio.Event | None = None
+        self._limited_freed: asyncio.Event | None = None  # a slot of a limited type freed
         self._launches = 0
         self._unwatch: Callable[[], None] = _nothing
 
@@ -138,6 +139,7 @@ class JobRunner(BackgroundService):
     def _on_start(self) -> None:
         """Start claiming."""
         self._slot_freed = asyncio.Event()
+        self._limited_freed = asyncio.Event()
         supervisor = self._supervisor
         supervisor.spawn(CLAIM_LOOP, self._claim_loop)
         if not supervisor.running(HEARTBEAT_LOOP):
@@ -273,7 +275,10 @@ class JobRunner(BackgroundService):
             ):
                 await self._wait(self._wait_for_slot())
                 continue
-            types = self.registry.types
+            types, room = self._claimable()
+            if not types and room is not None:  # every type at its own concurrency
+                await self._wait(self._wait_for_slot())
+                continue
             try:
                 jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
             except Exception as exc:
@@ -288,6 +293,9 @@ class JobRunner(BackgroundService):
             self._contact.answered(now)
             self._last_claim = now
             failures.succeeded()
+            taken = len(jobs)
+            if room is not None:
+                jobs = await self._within_room(jobs, room)
             self.stats["claimed"] += len(jobs)
             hold = self.leases.hold
             for job in jobs:
@@ -296,15 +304,82 @@ class JobRunner(BackgroundService):
                     self._launch(lease)
                 else:
                     self._ready.append(lease)
-            if len(jobs) < free:
+            if taken < free:
                 if jobs:
                     # The jobs just started take their first step (their handlers start)
                     # before the wait's store call is made: it is not on their way.
                     await asyncio.sleep(0)
                 # At most a heartbeat interval: an idle runner still hears from its store.
                 timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
-                await self._wait(self.driver.wait_for_work(types, timeout_ms))
+                await self._wait(self._wait_for_work(types, timeout_ms))
                 seen = self._launches  # those started before the wait ran long ago
+
+    def _claimable(self) -> tuple[Collection[str], dict[str, int] | None]:
+        """The types to claim, and the room left to each type with a concurrency of its own
+        (None: no type has one). A type at its concurrency is left out of the claim."""
+        types = self.registry.types
+        limits = self.registry.limits
+        if not limits:
+            return types, None
+        room = self._room(limits)
+        return [job_type for job_type in types if room.get(job_type, 1) > 0], room
+
+    def _wait_for_work(self, types: Collection[str], timeout_ms: int) -> Awaitable[None]:
+        """The driver's ``wait_for_work``; cut short by a freed slot of a limited type when
+        such a type was left out of the claim."""
+        if len(types) < len(self.registry.types):
+            return self._work_or_limited_slot(types, timeout_ms)
+        return self.driver.wait_for_work(types, timeout_ms)
+
+    def _room(self, limits: dict[str, int]) -> dict[str, int]:
+        """How many more jobs of each limited type this runner may hold: its ``concurrency``
+        less the jobs of the type running or claimed and ready."""
+        held = Counter(attempt.job.type for attempt in self._busy)
+        held.update(lease.job.type for lease in self._ready)
+        return {job_type: limit - held[job_type] for job_type, limit in limits.items()}
+
+    async def _within_room(self, jobs: list[ClaimedJob], room: dict[str, int]) -> list[ClaimedJob]:
+        """The claimed jobs this runner has room for; the others (a claim of several types may
+        bring more of a limited type than its room) are handed back at once, at no cost
+        (``release``: pending, due now, the attempt given back), for any runner to claim."""
+        kept: list[ClaimedJob] = []
+        extra: list[ClaimedJob] = []
+        for job in jobs:
+            left = room.get(job.type)
+            if left is None:
+                kept.append(job)
+            elif left > 0:
+                room[job.type] = left - 1
+                kept.append(job)
+            else:
+                extra.append(job)
+        if extra:
+            try:
+                await self.driver.release_many([(job.id, job.lease_token) for job in extra])
+            except Exception as exc:  # they run again when their lease ends
+                logger.warning(
+                    "could not hand back {} job(s) past their type's concurrency: {}; they run "
+                    "again after their lease",
+                    len(extra),
+                    exc,
+                )
+        return kept
+
+    async def _work_or_limited_slot(self, types: Collection[str], timeout_ms: int) -> None:
+        """``wait_for_work`` of the types with room, cut short when a job of a limited type
+        frees its slot (its type may be claimed again)."""
+        freed = self._limited_freed
+        assert freed is not None
+        freed.clear()
+        work = asyncio.ensure_future(self.driver.wait_for_work(types, timeout_ms))
+        slot = asyncio.ensure_future(freed.wait())
+        try:
+            await asyncio.wait((work, slot), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            work.cancel()
+            slot.cancel()
+        if work.done() and not work.cancelled():
+            work.result()  # its error, for _wait's backoff
 
     async def _beat_loop(self) -> None:
         interval_s = self.leases.sweep_interval_s
@@ -427,6 +502,7 @@ class JobRunner(BackgroundService):
     def _free_slot(self, attempt: Attempt) -> None:
         if attempt in self._busy:
             self._busy.discard(attempt)
+            self._freed_limited(attempt)
             if self._ready:
                 self._fill_slots()
             if self._slot_freed is not None:
@@ -436,6 +512,7 @@ class JobRunner(BackgroundService):
         attempt = self._attempts.pop(task, None)
         if attempt is not None and attempt in self._busy and not attempt.handler_running:
             self._busy.discard(attempt)
+            self._freed_limited(attempt)
             self._fill_slots()
         if self._slot_freed is not None:
             self._slot_freed.set()
@@ -446,6 +523,10 @@ class JobRunner(BackgroundService):
             logger.opt(exception=error).error("a job attempt failed inside the runner")
         elif attempt is not None:  # a detached attempt was counted when it was settled
             self.stats[task.result()] += 1
+
+    def _freed_limited(self, attempt: Attempt) -> None:
+        if self._limited_freed is not None and attempt.job.type in self.registry.limits:
+            self._limited_freed.set()
 
     # -- detached attempts ---------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from jobs.spi import JOB_STATES, JobDriver
 from .conformance_audit import AuditConformance
 from .conformance_batches import BatchConformance
 from .conformance_counters import CountersConformance
+from .conformance_limits import LimitsConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
 from .conformance_priority import PriorityConformance
@@ -50,6 +51,7 @@ class DriverConformance(
     OperationsConformance,
     DashboardConformance,
     RunnerConformance,
+    LimitsConformance,
     OptionsConformance,
     PriorityConformance,
     ResultsConformance,

@@ -130,6 +130,10 @@ def test_run_at_in_any_zone_is_the_same_instant() -> None:
         {"timeout_ms": math.inf},
         {"max_stalls": -1},
         {"max_stalls": 1.0},
+        {"priority": 101},
+        {"priority": 1.0},
+        {"concurrency": 0},
+        {"concurrency": True},
     ],
 )
 def test_handler_options_are_refused_at_decoration(options: dict[str, Any]) -> None:
@@ -141,7 +145,8 @@ def test_handler_options_are_refused_at_decoration(options: dict[str, Any]) -> N
 
 
 @pytest.mark.parametrize(
-    "options", [{"max_attempts": 2.5}, {"timeout_ms": -1}, {"max_stalls": math.nan}]
+    "options",
+    [{"max_attempts": 2.5}, {"timeout_ms": -1}, {"max_stalls": math.nan}, {"priority": -101}],
 )
 def test_definition_options_are_refused(options: dict[str, Any]) -> None:
     [option] = options
