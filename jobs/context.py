@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .progress import ProgressReporter, check_progress
 from .spi.inbox import AttemptSettlement
 
 
@@ -66,6 +67,10 @@ class JobContext:
     attempt that stalled again, with the same ``attempt``. ``lease_token`` is the token this
     delivery holds the job by; ``settlement`` what an inbox uses to complete the job in the
     app's transaction (``jobs.spi.AttemptSettlement``; None outside a runner).
+
+    ``await ctx.progress(fraction, message=None)`` keeps how far the job got with it
+    (``JobInfo.progress``), rate-limited and fenced by the lease (``jobs.progress``); a sync
+    handler calls ``ctx.progress_blocking(...)`` from its thread.
     """
 
     id: str
@@ -78,3 +83,21 @@ class JobContext:
     stalls: int = 0
     lease_token: str | None = None
     settlement: AttemptSettlement | None = field(default=None, repr=False, compare=False)
+    reporter: ProgressReporter | None = field(default=None, repr=False, compare=False)
+
+    async def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report ``fraction`` (0 to 1) of the job done, and what is going on; checked even
+        where nothing keeps it (outside a runner, or a driver without ``set_progress``)."""
+        reporter = self.reporter
+        if reporter is None:
+            check_progress(fraction, message)
+            return
+        await reporter.report(fraction, message)
+
+    def progress_blocking(self, fraction: float, message: str | None = None) -> None:
+        """``progress`` from a sync (``def``) handler's worker thread."""
+        reporter = self.reporter
+        if reporter is None:
+            check_progress(fraction, message)
+            return
+        reporter.report_blocking(fraction, message)

@@ -52,9 +52,11 @@ from .leases import Lease, LeaseKeeper
 from .metrics import metering, record_execution
 from .options import MAX_DELAY_MS, check_delay_ms
 from .payload import decode_payload
+from .progress import ProgressReporter
 from .results import DEFAULT_MAX_RESULT_BYTES, encode_result
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settling import Settler
+from .spi.driver import ProgressReports
 from .spi.inbox import AttemptSettlement, JobInbox, SyncJobInbox
 from .spi.records import ClaimedJob, stalled_error
 from .telemetry import (
@@ -97,6 +99,8 @@ class AttemptServices:
     """Where the outcome and runtime of each execution are counted (``jobs.counters``)."""
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     """The bound on a handler's return value as JSON text (``jobs.results``)."""
+    progress_store: ProgressReports | None = None
+    """The driver, where it keeps progress (``ctx.progress``)."""
 
 
 class Attempt:
@@ -112,6 +116,7 @@ class Attempt:
         "interrupted_at",
         "job",
         "lease",
+        "reporter",
         "result",
         "services",
         "settlement",
@@ -155,6 +160,7 @@ class Attempt:
         self.detached = False
         self._settling = False
         self.started = 0.0
+        self.reporter: ProgressReporter | None = None
         self.result: str | None = None
         """The handler's return value as JSON text (None: it returned None)."""
         """When the handler was called (``time.perf_counter()``); 0 before."""
@@ -364,7 +370,16 @@ class Attempt:
             job.stalls,
             job.lease_token,
             settlement,
+            self._reporter(),
         )
+
+    def _reporter(self) -> ProgressReporter | None:
+        store = self.services.progress_store
+        if store is None:
+            return None
+        job = self.job
+        reporter = self.reporter = ProgressReporter(store, job.id, job.lease_token)
+        return reporter
 
     # -- interruptions -------------------------------------------------------------------------
 
@@ -446,6 +461,8 @@ class Attempt:
     async def finish(self, error: BaseException | None) -> Outcome:
         """Wait for a heartbeat in flight, settle, and end the span."""
         self._settling = True
+        if self.reporter is not None:
+            self.reporter.close()
         leases, lease = self.services.leases, self.lease
         beat = leases.settling(lease)  # released there, unless a beat is in flight
         if beat is not None:

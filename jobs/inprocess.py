@@ -169,6 +169,13 @@ class InProcessJobDriver:
         )
         return True
 
+    async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
+        record = self._held(job_id, lease_token)
+        if record is None:
+            return False
+        record.progress = progress
+        return True
+
     async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
         return self._complete(job_id, lease_token, result)
 

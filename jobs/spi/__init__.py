@@ -13,6 +13,7 @@ from .driver import (
     JobOperations,
     JobStore,
     OutcomeCounters,
+    ProgressReports,
     WorkerRegistry,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
@@ -41,6 +42,7 @@ from .records import (
     FailedAttempt,
     JobInfo,
     JobPage,
+    JobProgress,
     JobRequest,
     JobState,
     JobStateCounts,
@@ -65,10 +67,12 @@ __all__ = [
     "WorkerRegistry",
     "AuditTrail",
     "OutcomeCounters",
+    "ProgressReports",
     # records
     "JobRequest",
     "ClaimedJob",
     "JobInfo",
+    "JobProgress",
     "FailedAttempt",
     "JobState",
     "JOB_STATES",

@@ -58,6 +58,7 @@ __all__ = [
     "WorkerRegistry",
     "AuditTrail",
     "OutcomeCounters",
+    "ProgressReports",
     "JobDriver",
 ]
 
@@ -297,6 +298,19 @@ class OutcomeCounters(Protocol):
     async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
         """The stored rows of minutes starting at or after ``since_ms`` (of ``job_type``), by
         minute, then type, then outcome."""
+        ...
+
+
+@runtime_checkable
+class ProgressReports(Protocol):
+    """Keeping what a handler reports of its progress (``ctx.progress``) with its held job.
+    Optional like ``AuditTrail``; every built-in driver implements it (``jobs.testing`` checks
+    it); on a driver without it ``ctx.progress`` checks its arguments and stores nothing."""
+
+    async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
+        """Keep ``progress`` (``JobProgress.text()``) with the job, fenced like a heartbeat:
+        False (and no write) unless ``lease_token`` holds the job, active. The runner limits
+        how often it calls (``jobs.progress``)."""
         ...
 
 

@@ -8,6 +8,7 @@ store's clock.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
@@ -23,6 +24,7 @@ __all__ = [
     "JobRequest",
     "ClaimedJob",
     "FailedAttempt",
+    "JobProgress",
     "JobInfo",
     "JobPage",
     "JobTypeStats",
@@ -142,6 +144,27 @@ class FailedAttempt:
     error: str
 
 
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """What a handler last reported of its job's progress (``await ctx.progress(...)``):
+    ``fraction`` from 0 to 1, and an optional ``message``. Stores keep it as the JSON text of
+    ``[fraction, message]`` (``text``/``of_text``)."""
+
+    fraction: float
+    message: str | None = None
+
+    def text(self) -> str:
+        return json.dumps([self.fraction, self.message], ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def of_text(cls, text: str | None) -> JobProgress | None:
+        """The progress a store kept (None: none reported)."""
+        if not text:
+            return None
+        fraction, message = json.loads(text)
+        return cls(float(fraction), message)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobInfo:
     """A job as ``get_job`` reports it (the payload decoded).
@@ -173,6 +196,8 @@ class JobInfo:
     result: Any = None
     """What the handler returned (decoded JSON), kept with the completed job for as long as the
     job is retained; None when it returned None, or the job did not complete."""
+    progress: JobProgress | None = None
+    """What the handler last reported (``ctx.progress``); kept after the job finishes."""
 
 
 # -- operations ------------------------------------------------------------------------------
