@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from .progress import ProgressReporter, check_progress
 from .spi.inbox import AttemptSettlement
@@ -84,6 +86,10 @@ class JobContext:
     lease_token: str | None = None
     settlement: AttemptSettlement | None = field(default=None, repr=False, compare=False)
     reporter: ProgressReporter | None = field(default=None, repr=False, compare=False)
+    parent_results: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """A workflow job's parents' results by parent job id (``jobs.workflow``); empty for a
+    job without parents. A parent on an ``on_failure="continue"`` edge that did not complete
+    has None; one retention already removed is absent."""
 
     async def progress(self, fraction: float, message: str | None = None) -> None:
         """Report ``fraction`` (0 to 1) of the job done, and what is going on; checked even

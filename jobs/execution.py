@@ -27,10 +27,10 @@ import contextvars
 import functools
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from types import CoroutineType
+from types import CoroutineType, MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loguru import logger
@@ -77,6 +77,9 @@ if TYPE_CHECKING:
 
     from .handlers import RegisteredHandler
 
+_NO_PARENTS: Mapping[str, Any] = MappingProxyType({})
+"""``ctx.parent_results`` of a job without parents (shared, never written)."""
+
 Outcome = Literal["completed", "retry", "failed", "lease_lost", "cancelled", "detached"]
 
 
@@ -110,12 +113,13 @@ class Attempt:
         "_grace_handle",
         "_own_timeout",
         "_settling",
-                "_timeout_handle",
+        "_timeout_handle",
         "detached",
         "handler",
         "interrupted_at",
         "job",
         "lease",
+        "parent_results",
         "reporter",
         "result",
         "services",
@@ -161,6 +165,7 @@ class Attempt:
         self._settling = False
         self.started = 0.0
         self.reporter: ProgressReporter | None = None
+        self.parent_results: Mapping[str, Any] = _NO_PARENTS
         self.result: str | None = None
         """The handler's return value as JSON text (None: it returned None)."""
         """When the handler was called (``time.perf_counter()``); 0 before."""
@@ -248,7 +253,9 @@ class Attempt:
         result: BaseException | None = None
         try:
             handler = self.handler
-            args = self._arguments()
+            args = (
+                await self._arguments_after_parents() if self.job.depends_on else self._arguments()
+            )
             bind_job_logs(self.job)
             inbox = handler.options.inbox
             if inbox is not None:
@@ -371,7 +378,21 @@ class Attempt:
             job.lease_token,
             settlement,
             self._reporter(),
+            self.parent_results,
         )
+
+    async def _arguments_after_parents(self) -> tuple[Any, ...]:
+        """``_arguments`` of a workflow's job, whose context gives its parents' results
+        (``ctx.parent_results``: read once per attempt, before the handler)."""
+        if self.handler.takes_context:
+            driver = self.services.settler.driver
+            results: dict[str, Any] = {}
+            for parent_id in self.job.depends_on:
+                info = await driver.get_job(parent_id)
+                if info is not None:
+                    results[parent_id] = info.result
+            self.parent_results = MappingProxyType(results)
+        return self._arguments()
 
     def _reporter(self) -> ProgressReporter | None:
         store = self.services.progress_store

@@ -15,6 +15,7 @@ from .driver import (
     OutcomeCounters,
     ProgressReports,
     WorkerRegistry,
+    WorkflowStore,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .inbox import (
@@ -57,7 +58,9 @@ from .records import (
     RelayRegistration,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowJob,
     stalled_error,
+    workflow_cancelled_error,
 )
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
     "AuditTrail",
     "OutcomeCounters",
     "ProgressReports",
+    "WorkflowStore",
     # records
     "JobRequest",
     "ClaimedJob",
@@ -82,6 +86,8 @@ __all__ = [
     "DEFAULT_MAX_STALLS",
     "MAX_ERRORS_KEPT",
     "stalled_error",
+    "workflow_cancelled_error",
+    "WorkflowJob",
     "JobPage",
     "JobTypeStats",
     "WorkerRegistration",

@@ -50,6 +50,7 @@ from .records import (
     OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowJob,
 )
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "AuditTrail",
     "OutcomeCounters",
     "ProgressReports",
+    "WorkflowStore",
     "JobDriver",
 ]
 
@@ -311,6 +313,28 @@ class ProgressReports(Protocol):
         """Keep ``progress`` (``JobProgress.text()``) with the job, fenced like a heartbeat:
         False (and no write) unless ``lease_token`` holds the job, active. The runner limits
         how often it calls (``jobs.progress``)."""
+        ...
+
+
+@runtime_checkable
+class WorkflowStore(Protocol):
+    """Storing a workflow (a DAG of jobs, ``jobs.workflow``) in one atomic step, and releasing
+    each job when its parents are done, in the same atomic step as the parent's settle.
+    Optional; ``jobs.testing`` checks it on the drivers that implement it.
+
+    A job with parents is pending but not due (no claim takes it) while any parent is
+    unfinished. When a parent completes (or finishes in any way, on a ``continue_after`` edge)
+    the job's count of parents to wait for goes down; at zero it becomes due (at its
+    ``run_at``, or now if later). When a parent fails for good or is cancelled, each dependent
+    not on a ``continue_after`` edge ends ``cancelled`` with the error
+    ``workflow_cancelled_error(parent)``, and so on down the DAG, in that same step: a job that
+    comes due after its last parent's settle is never early, never lost, never twice.
+    """
+
+    async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
+        """Store every job of ``jobs`` (parents before children, no keys) in one transaction
+        or script: all or nothing. DriverError for a repeated or existing id, or a parent that
+        is not an earlier job of the call."""
         ...
 
 

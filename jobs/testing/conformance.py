@@ -27,6 +27,7 @@ from .conformance_progress import ProgressConformance
 from .conformance_results import ResultsConformance
 from .conformance_runner import RunnerConformance
 from .conformance_stalls import StallConformance
+from .conformance_workflows import WorkflowConformance
 from .dashboard_cases import DashboardConformance
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .operations import OperationsConformance
@@ -55,6 +56,7 @@ class DriverConformance(
     ResultsConformance,
     StallConformance,
     MalformedRecordConformance,
+    WorkflowConformance,
 ):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 
