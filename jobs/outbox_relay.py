@@ -45,6 +45,7 @@ from .relay_presence import DEFAULT_PRESENCE_INTERVAL_MS, RelayPresence
 from .retry import Backoff, exponential_backoff
 from .service import BackgroundService
 from .spi.outbox import OutboxPublisher, OutboxStore
+from .spi.outbox_audit import outbox_job_key
 from .spi.records import OutboxEntry
 from .telemetry import (
     current,
@@ -362,4 +363,4 @@ def _due(entry: OutboxEntry) -> tuple[datetime | None, int | None]:
 
 
 def _job_key(entry: OutboxEntry) -> str:
-    return entry.key if entry.key is not None else f"outbox:{entry.id}"
+    return outbox_job_key(entry.id, entry.key)

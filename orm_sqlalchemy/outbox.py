@@ -86,6 +86,8 @@ from jobs.spi import (
     OutboxEntryInfo,
     OutboxEntryPage,
     OutboxStats,
+    OverdueEntry,
+    PublishedEntry,
     RelayInfo,
     RelayRegistration,
 )
@@ -113,7 +115,13 @@ from ._database.sqlite_commits import sqlite_commits
 from ._database.statements import load_statements, text_statement
 from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
-from .rows import outbox_entry, outbox_entry_info, relay_info
+from .rows import (
+    outbox_entry,
+    outbox_entry_info,
+    overdue_entry,
+    published_entry,
+    relay_info,
+)
 from .tables import (
     add_missing_columns,
     check_columns,
@@ -237,6 +245,7 @@ class SQLAlchemyOutboxStore:
                 resource="relays",
             )
         )
+        self._sql.update(load_statements(dialect.name, quoted_table, resource="outbox_audit"))
         self._backend: Backend
         self._wakeups: PostgresWakeups | None = None
         self._listen_engine = listen_engine(
@@ -576,6 +585,23 @@ class SQLAlchemyOutboxStore:
         rows = await self._fetch("oldest_unpublished_age")
         age = rows[0]["age_ms"] if rows else None
         return None if age is None else max(int(age), 0)
+
+    async def overdue_entries(self, older_than_ms: int, limit: int) -> list[OverdueEntry]:
+        """Up to ``limit`` unpublished entries appended more than ``older_than_ms`` ago, oldest
+        first (``jobs.spi.OutboxAuditReads``, for the live loss auditor): one statement over
+        the unpublished entries, as ``oldest_unpublished_age_ms``."""
+        rows = await self._fetch("audit_overdue", older_than_ms=older_than_ms, limit=limit)
+        return [overdue_entry(row) for row in rows]
+
+    async def published_entries(
+        self, *, after_ms: int, after_id: str = "", limit: int
+    ) -> list[PublishedEntry]:
+        """Up to ``limit`` entries published after ``(after_ms, after_id)``, in publishing
+        order (``jobs.spi.OutboxAuditReads``): a range of the index on ``published_at``."""
+        rows = await self._fetch(
+            "audit_published", after_ms=after_ms, after_id=after_id, limit=limit
+        )
+        return [published_entry(row) for row in rows]
 
     # -- for operators (OutboxOperations) -----------------------------------------------------
 

@@ -18,6 +18,8 @@ from jobs.spi import (
     JobStateCounts,
     OutboxEntry,
     OutboxEntryInfo,
+    OverdueEntry,
+    PublishedEntry,
     RelayInfo,
     WorkerInfo,
 )
@@ -92,6 +94,7 @@ def job_info(row: Row) -> JobInfo:
         errors=failed_attempts(row["errors"]),
         stalls=row["stalls"],
         max_stalls=row["max_stalls"],
+        result=None if row["result"] is None else decode_payload(row["result"]),
     )
 
 
@@ -205,3 +208,28 @@ def batch_params(jobs: Sequence[JobRequest], *, postgres: bool) -> dict[str, Any
              "trace_contexts", "keep_untils", "max_stalls")  # fmt: skip
     arrays = zip(*columns, strict=True)
     return {name: list(values) for name, values in zip(names, arrays, strict=True)}
+
+
+def overdue_entry(row: Row) -> OverdueEntry:
+    """A row of the auditor's ``audit_overdue``."""
+    return OverdueEntry(
+        id=row["id"],
+        type=row["type"],
+        key=row["key"],
+        created_at=to_datetime(row["created_at"]),
+        age_ms=max(int(row["age_ms"]), 0),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        leased=bool(row["leased"]),
+    )
+
+
+def published_entry(row: Row) -> PublishedEntry:
+    """A row of the auditor's ``audit_published``."""
+    return PublishedEntry(
+        id=row["id"],
+        type=row["type"],
+        key=row["key"],
+        created_at=to_datetime(row["created_at"]),
+        published_at_ms=int(row["published_at"]),
+    )

@@ -11,6 +11,8 @@ of its lease while active, NULL once finished. One partial index on it serves th
 due". A finished row stays until ``expires_at`` (``max(finished_at + retention, keep_until)``):
 while it exists its key drops repeats; past it the row reads as gone and is pruned.
 ``stalls`` counts the leases that expired without a settle, bounded by ``max_stalls``.
+``result`` is a completed job's result (the handler's return value, JSON text), written by the
+completing statement itself and gone with the row.
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
@@ -210,6 +212,7 @@ def job_schema(
         Column(
             "max_stalls", Integer, nullable=False, server_default=text(str(DEFAULT_MAX_STALLS))
         ),
+        Column("result", Text, nullable=True),  # the handler's return value, JSON text
         schema=schema,
     )
     claimable = jobs.c.due_at.is_not(None)

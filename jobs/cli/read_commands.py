@@ -297,7 +297,8 @@ def show_job(
         if info is None:
             raise CommandFailed(f"no job {'with key ' + repr(key) if key else repr(job_id)}")
         if redact is not None:
-            info = dataclasses.replace(info, payload=redact(info.payload))
+            result = None if info.result is None else redact(info.result)
+            info = dataclasses.replace(info, payload=redact(info.payload), result=result)
         if as_json:
             print_json(info)
             return
@@ -312,9 +313,8 @@ def show_job(
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
         out.print(_json_panel("payload", info.payload))
-        result = getattr(info, "result", None)  # JobInfo.result, once workflows store it
-        if result is not None:
-            out.print(_json_panel("result", result))
+        if info.result is not None:
+            out.print(_json_panel("result", info.result))
         for failed in info.errors:
             title = Text(f"attempt {failed.attempt} failed at {cell_text(failed.at).plain}")
             out.print(Panel(literal(failed.error, multiline=True), title=title, title_align="left"))

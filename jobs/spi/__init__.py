@@ -24,6 +24,7 @@ from .inbox import (
     SyncJobInbox,
 )
 from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
+from .outbox_audit import OutboxAuditReads, OverdueEntry, PublishedEntry
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
@@ -95,6 +96,9 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    "OutboxAuditReads",
+    "OverdueEntry",
+    "PublishedEntry",
     "OutboxOperations",
     "OutboxStats",
     "RelayRegistration",

@@ -170,6 +170,9 @@ class JobInfo:
     """How many times the job's lease expired without a settle (a crashed, killed or lost
     worker): counted apart from ``attempts``, bounded by ``max_stalls``."""
     max_stalls: int = DEFAULT_MAX_STALLS
+    result: Any = None
+    """What the handler returned (decoded JSON), kept with the completed job for as long as the
+    job is retained; None when it returned None, or the job did not complete."""
 
 
 # -- operations ------------------------------------------------------------------------------
