@@ -16,7 +16,7 @@ from . import audit
 from . import operations as check
 from .audit import Actor
 from .definitions import JobDefinition
-from .errors import JobOptionError
+from .errors import DriverError, JobOptionError
 from .metrics import record_enqueued, record_enqueued_batch
 from .options import (
     MAX_ATTEMPTS,
@@ -29,7 +29,7 @@ from .options import (
 )
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
-from .spi.driver import AuditTrail, JobDriver, OutcomeCounters
+from .spi.driver import AuditTrail, JobDriver, OutcomeCounters, WorkflowStore
 from .spi.records import (
     AuditPage,
     JobInfo,
@@ -38,6 +38,7 @@ from .spi.records import (
     JobTypeStats,
     OutcomeCount,
     WorkerInfo,
+    WorkflowJob,
 )
 from .telemetry import (
     current_traceparent,
@@ -51,6 +52,7 @@ from .telemetry import (
 if TYPE_CHECKING:
     from .handlers import JobHandlerRegistry, RegisteredHandler
     from .sync_queue import SyncJobQueue
+    from .workflow import Workflow
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -260,6 +262,35 @@ class JobQueue:
             ids = await self._driver.enqueue_many(requests)
         record_enqueued_batch(requests, ids)
         return ids
+
+    async def enqueue_workflow(self, workflow: Workflow) -> str:
+        """Store every job of ``workflow`` (``jobs.workflow``) in one driver call, all or
+        nothing; the workflow's id (``JobInfo.workflow_id`` of each job).
+
+        Checked whole before any I/O: WorkflowError for a cycle, an unknown parent or a keyed
+        job, PayloadError naming the job's index for a bad payload. DriverError when the
+        driver does not store workflows (``jobs.spi.WorkflowStore``).
+        """
+        steps = workflow.steps()
+        driver = self._driver
+        if not isinstance(driver, WorkflowStore):
+            raise DriverError(
+                f"{type(driver).__name__} does not store workflows (jobs.spi.WorkflowStore)"
+            )
+        requests = self._build_batch([step.job for step in steps])
+        jobs = []
+        for step, request in zip(steps, requests, strict=True):
+            parents = tuple(requests[index].id for index in step.after)
+            jobs.append(
+                WorkflowJob(
+                    request=request,
+                    depends_on=parents,
+                    continue_after=parents if step.on_failure == "continue" else (),
+                )
+            )
+        workflow_id = new_job_id()
+        await driver.enqueue_workflow(workflow_id, jobs)
+        return workflow_id
 
     def _build_batch(self, jobs: list[NewJob]) -> list[JobRequest]:
         """Each job's request, as ``build_request`` makes it; what is the same for the whole
