@@ -71,6 +71,8 @@ class InProcessJobDriver:
         self._ready: dict[str, list[_Entry]] = {}
         self._leased: dict[str, list[_Entry]] = {}
         self._finished: list[_Entry] = []
+        self._workflows: dict[str, dict[str, None]] = {}
+        """A workflow's id -> its jobs' ids still stored, in the order they were stored."""
         self._dependents: dict[str, list[str]] = {}
         """A workflow job's id -> the ids of the jobs that run after it (until it finishes)."""
         self._index = JobIndex()
@@ -128,6 +130,7 @@ class InProcessJobDriver:
             self._store(job.request, now, ready=not job.depends_on)
             record = self._jobs[job.request.id]
             record.workflow_id = workflow_id
+            self._workflows.setdefault(workflow_id, {})[record.id] = None
             record.depends_on = job.depends_on
             record.continue_after = job.continue_after
             record.waiting = len(job.depends_on)
@@ -135,7 +138,13 @@ class InProcessJobDriver:
                 self._dependents.setdefault(parent, []).append(record.id)
         self._notify()
 
-    def _release_dependents(self, parent: JobRecord, now: int) -> None:
+    async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
+        self._check_open()
+        self._prune(self._clock.now_ms())
+        ids = self._workflows.get(workflow_id, {})
+        return [job_info(self._jobs[job_id]) for job_id in ids if job_id in self._jobs]
+
+    def _release_dependents(self, parent: JobRecord, now: int, ended: str | None = None) -> None:
         """``parent`` finished: each dependent waits for one parent less (due at zero), or,
         when ``parent`` did not complete and the edge does not continue, is cancelled (and so
         on down the DAG, through ``_finish``)."""
@@ -143,14 +152,14 @@ class InProcessJobDriver:
             child = self._jobs.get(child_id)
             if child is None or child.state != "pending" or child.waiting <= 0:
                 continue
-            if parent.state == "completed" or parent.id in child.continue_after:
+            if (ended or parent.state) == "completed" or parent.id in child.continue_after:
                 child.waiting -= 1
                 if child.waiting == 0:
                     child.run_at = max(child.run_at, now)
                     self._push_ready(child)
                     self._notify()
             else:
-                error = workflow_cancelled_error(parent.id, parent.type, parent.state)
+                error = workflow_cancelled_error(parent.id, parent.type, ended or parent.state)
                 self._finish(child, "cancelled", error, now)
 
     def _store(self, job: JobRequest, now: int, *, ready: bool = True) -> str | None:
@@ -568,6 +577,14 @@ class InProcessJobDriver:
             self._delete(record)
 
     def _delete(self, record: JobRecord) -> None:
+        if record.id in self._dependents:  # an unfinished parent, deleted by an operator
+            self._release_dependents(record, self._clock.now_ms(), ended="deleted")
+        if record.workflow_id is not None:
+            members = self._workflows.get(record.workflow_id)
+            if members is not None:
+                members.pop(record.id, None)
+                if not members:
+                    del self._workflows[record.workflow_id]
         self._index.leave(record)
         del self._jobs[record.id]
         if record.key is not None and self._keys.get(record.key) == record.id:

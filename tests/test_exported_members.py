@@ -117,6 +117,7 @@ EXPORTED = {
         "stalled_error",
         "workflow_cancelled_error",
         "WorkflowJob",
+        "WorkflowInfo",
         "JobPage",
         "JobTypeStats",
         "WorkerRegistration",

@@ -337,6 +337,11 @@ class WorkflowStore(Protocol):
         is not an earlier job of the call."""
         ...
 
+    async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
+        """The workflow's jobs still stored, in the order ``enqueue_workflow`` stored them
+        (parents before children); empty for an unknown workflow."""
+        ...
+
 
 @runtime_checkable
 class JobDriver(JobStore, JobOperations, WorkerRegistry, Protocol):

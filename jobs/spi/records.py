@@ -28,6 +28,7 @@ __all__ = [
     "JobProgress",
     "JobInfo",
     "WorkflowJob",
+    "WorkflowInfo",
     "JobPage",
     "JobTypeStats",
     "WorkerRegistration",
@@ -215,6 +216,17 @@ class JobInfo:
     """The workflow the job was enqueued in (``JobQueue.enqueue_workflow``), if any."""
     depends_on: tuple[str, ...] = ()
     """The ids of the jobs it runs after (its parents in the workflow)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowInfo:
+    """A workflow as ``JobQueue.get_workflow`` reports it: its jobs in dependency order (as
+    enqueued), and a state read off theirs: ``running`` while any is pending or active, else
+    ``completed`` when all completed, ``failed`` when any failed, else ``cancelled``."""
+
+    id: str
+    state: Literal["running", "completed", "failed", "cancelled"]
+    jobs: list[JobInfo]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

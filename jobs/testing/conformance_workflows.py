@@ -132,6 +132,42 @@ class WorkflowConformance:
         assert info.state == "cancelled"
         assert await _claimable(driver) == []
 
+    async def test_deleting_an_unfinished_parent_cancels_its_dependents(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        driver = await _workflow_driver(driver_harness)
+        queue = JobQueue(driver)
+        ids = await _stored(driver, queue, chain(_job("a"), _job("b"), _job("c")))
+        assert await driver.delete(ids["b"])
+        info = await info_of(driver, ids["c"])
+        assert info.state == "cancelled"
+        assert info.last_error is not None
+        assert f"parent job {ids['b']} (t) ended deleted" in info.last_error
+        (job_a,) = await _claimable(driver)
+        assert await driver.complete(ids["a"], job_a.lease_token)
+        assert await _claimable(driver) == []
+
+    async def test_get_workflow_lists_its_jobs_in_order_and_cancel_workflow_ends_them(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        driver = await _workflow_driver(driver_harness)
+        queue = JobQueue(driver)
+        workflow_id = await queue.enqueue_workflow(chain(_job("a"), _job("b"), _job("c")))
+        info = await queue.get_workflow(workflow_id)
+        assert info is not None
+        assert info.state == "running"
+        assert [job.payload["name"] for job in info.jobs] == ["a", "b", "c"]
+        (job_a,) = await _claimable(driver)
+        assert await driver.complete(job_a.id, job_a.lease_token, '"A"')
+        assert await queue.cancel_workflow(workflow_id) == 1, "b; c goes with it"
+        info = await queue.get_workflow(workflow_id)
+        assert info is not None
+        assert [(job.state, job.result) for job in info.jobs] == [
+            ("completed", "A"), ("cancelled", None), ("cancelled", None),
+        ]  # fmt: skip
+        assert info.state == "cancelled"
+        assert await queue.get_workflow("no-such-workflow") is None
+
     async def test_a_refused_workflow_stores_nothing(self, driver_harness: DriverHarness) -> None:
         driver = await _workflow_driver(driver_harness)
         first = new_request(payload={"name": "first"})
