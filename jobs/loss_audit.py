@@ -28,7 +28,8 @@ report counts them per type. Ages of active jobs are this process's clock agains
 
 Each pass costs one ``stats``, one ``workers``, a few pages of active jobs, two outbox reads
 and one ``find_job`` per newly published entry. ``LossAuditor.run`` repeats it every
-``interval_ms``, logs one line per finding (naming the entry or job), exports the
+``interval_ms``, logs one line per finding when first found (naming the entry or job), and
+one when it is resolved, exports the
 ``neverlost.audit.*`` metrics (``jobs.metrics``), and ``health()`` is red while the last pass
 found anything.
 """
@@ -93,7 +94,8 @@ def _replace(slos: AuditSLOs, **changes: int) -> AuditSLOs:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditFinding:
     """One violation: ``check`` (see the module), ``target`` (``entry <id>``, ``job <id>``,
-    ``type <type>``), the job type, a one-line ``message``, the age that broke the SLO."""
+    ``type <type>``), the job type, a one-line ``message`` (what and why; the target is not
+    repeated in it), the age that broke the SLO."""
 
     check: str
     target: str
@@ -145,7 +147,8 @@ class LossAuditor:
     """Audits ``driver`` (and ``outbox``, when it has ``OutboxAuditReads``) pass by pass.
 
     Keeps, between passes, where the walk over published entries stopped and the entries
-    found missing (at most ``max_entries`` of them, looked up again each pass).
+    found missing (at most ``max_entries`` of them, looked up again each pass). ``log=False``:
+    no log line per finding (the command line prints each pass itself).
     """
 
     def __init__(
@@ -155,7 +158,9 @@ class LossAuditor:
         *,
         slos: AuditSLOs | None = None,
         clock: Clock | None = None,
+        log: bool = True,
     ) -> None:
+        self._log_findings = log
         self._driver = driver
         self._outbox = outbox if isinstance(outbox, OutboxAuditReads) else None
         self._slos = slos or AuditSLOs()
@@ -163,6 +168,7 @@ class LossAuditor:
         self._mark: tuple[int, str] | None = None
         self._missing: dict[str, tuple[PublishedEntry, AuditFinding]] = {}
         self._last: AuditReport | None = None
+        self._logged: set[tuple[str, str]] = set()
 
     @property
     def slos(self) -> AuditSLOs:
@@ -202,11 +208,24 @@ class LossAuditor:
             backlog=backlog,
             failed={t: s.failed for t, s in sorted(stats.items()) if s.failed},
         )
-        for finding in findings:
-            logger.warning("loss audit: {} {}: {}", finding.check, finding.target, finding.message)
+        if self._log_findings:
+            self._log(findings)
         record_audit("ok" if report.ok else "violation", report.counts(), entries_checked)
         self._last = report
         return report
+
+    def _log(self, findings: list[AuditFinding]) -> None:
+        """One line per finding when first found (a finding that lasts is not logged again
+        each pass), and one when it is gone."""
+        seen = {(finding.check, finding.target) for finding in findings}
+        for finding in findings:
+            if (finding.check, finding.target) not in self._logged:
+                logger.warning(
+                    "loss audit: {} {}: {}", finding.check, finding.target, finding.message
+                )
+        for check, target in sorted(self._logged - seen):
+            logger.info("loss audit: {} {} resolved", check, target)
+        self._logged = seen
 
     async def run(
         self, interval_ms: int, on_report: Callable[[AuditReport], None] | None = None
@@ -284,8 +303,8 @@ class LossAuditor:
             check="active_stuck",
             target=f"job {job.id}",
             type=job.type,
-            message=f"job {job.id} ({job.type!r}, attempt {job.attempts}/{job.max_attempts}) "
-            f"active for {_age(age)} since due (SLO {_age(slo)}): {why}",
+            message=f"{job.type!r}, attempt {job.attempts}/{job.max_attempts}, active for "
+            f"{_age(age)} since due (SLO {_age(slo)}): {why}",
             age_ms=age,
         )
 
@@ -306,8 +325,8 @@ class LossAuditor:
                     check="outbox_unpublished",
                     target=f"entry {entry.id}",
                     type=entry.type,
-                    message=f"outbox entry {entry.id} ({entry.type!r}) unpublished for "
-                    f"{_age(entry.age_ms)} (SLO {_age(slo)}): {why}",
+                    message=f"{entry.type!r}, unpublished for {_age(entry.age_ms)} "
+                    f"(SLO {_age(slo)}): {why}",
                     age_ms=entry.age_ms,
                 )
             )
@@ -321,6 +340,13 @@ class LossAuditor:
                 del self._missing[entry_id]
         start = now - self._slos.lookback_ms
         mark = self._mark if self._mark is not None and self._mark[0] >= start else (start, "")
+        if self._mark is not None and self._mark[0] < start:  # publishing outran the walk
+            logger.warning(
+                "loss audit: fell behind; entries published from {} to {} were not checked "
+                "(raise max_entries to the entries published per interval)",
+                to_datetime(self._mark[0]).isoformat(timespec="seconds"),
+                to_datetime(start).isoformat(timespec="seconds"),
+            )
         limit = self._slos.max_entries
         entries = await outbox.published_entries(after_ms=mark[0], after_id=mark[1], limit=limit)
         for entry in entries:
@@ -341,9 +367,9 @@ class LossAuditor:
                 check="outbox_job_missing",
                 target=f"entry {entry.id}",
                 type=entry.type,
-                message=f"outbox entry {entry.id} ({entry.type!r}) was published at "
-                f"{published} but no job holds its key {entry.job_key!r} (deleted by an "
-                "operator? see `neverlost audit list`; else lost)",
+                message=f"{entry.type!r}, published at {published}, but no job holds its "
+                f"key {entry.job_key!r} (deleted by an operator? see `neverlost audit list`; "
+                "else lost)",
                 age_ms=now - entry.published_at_ms,
             ),
         )

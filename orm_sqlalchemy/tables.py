@@ -15,7 +15,8 @@ The claim walks a second partial index, on (``priority`` descending, ``due_at``)
 priority first, then the oldest due; in a priority above the one it claims from it steps over
 the entries not yet due (scheduled jobs, live leases) in the index alone.
 ``result`` is a completed job's result (the handler's return value, JSON text), written by the
-completing statement itself and gone with the row.
+completing statement itself and gone with the row. ``progress`` is the last progress its
+handler reported (``[fraction, message]``), written fenced by the lease token.
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
@@ -217,6 +218,7 @@ def job_schema(
         ),
         Column("priority", Integer, nullable=False, server_default=text("0")),
         Column("result", Text, nullable=True),  # the handler's return value, JSON text
+        Column("progress", Text, nullable=True),  # the last progress reported, JSON text
         schema=schema,
     )
     claimable = jobs.c.due_at.is_not(None)
