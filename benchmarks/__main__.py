@@ -15,7 +15,7 @@ from loguru import logger
 
 from jobs.logs import enable_logging
 
-from .claim_cost import PRIORITIES, claim_row
+from .claim_cost import PRIORITIES, SMALL, claim_row
 from .drivers import FACTORIES, DriverFactory
 from .inbox_cost import inbox_cost_rows
 from .listing import listing_row
@@ -193,8 +193,11 @@ async def _claim_cost(drivers: str, total: int, runs: int) -> None:
         f"\nClaim cost: claim(10) among {total:,} due pending jobs, all priority 0 (plain) or "
         f"spread over priorities {PRIORITIES}; median of 300 claims, median [min-max] of runs\n"
     )
-    print("| driver | plain claim ms | 5 priorities claim ms | ratio |")
-    print("|---|---|---|---|")
+    print(
+        f"| driver | plain claim ms | 5 priorities claim ms | ratio | "
+        f"5 priorities among {SMALL:,} ms |"
+    )
+    print("|---|---|---|---|---|")
     for name in filter(None, drivers.split(",")):
         factory = FACTORIES.get(name)
         if factory is None:
@@ -202,18 +205,22 @@ async def _claim_cost(drivers: str, total: int, runs: int) -> None:
             continue
         plain: list[float] = []
         prioritized: list[float] = []
+        small: list[float] = []
         try:
             for _ in range(runs):
-                async with factory() as one, factory() as other:
-                    low, high = await claim_row(one, other, total)
-                plain.append(low)
-                prioritized.append(high)
+                async with factory() as one, factory() as other, factory() as few:
+                    cells = await claim_row(one, other, few, total)
+                plain.append(cells[0])
+                prioritized.append(cells[1])
+                small.append(cells[2])
         except Exception as exc:
             print(f"| {name} | unavailable: {type(exc).__name__}: {exc} |")
             continue
         ratio = statistics.median(prioritized) / statistics.median(plain)
         print(
-            f"| {name} | {_fmt(plain, 3)} | {_fmt(prioritized, 3)} | {ratio:.2f} |", flush=True
+            f"| {name} | {_fmt(plain, 3)} | {_fmt(prioritized, 3)} | {ratio:.2f} | "
+            f"{_fmt(small, 3)} |",
+            flush=True,
         )
 
 

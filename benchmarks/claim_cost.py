@@ -51,14 +51,20 @@ async def claim_times(driver: JobDriver, claims: int) -> list[float]:
     return times
 
 
+SMALL = 5_000
+"""The backlog of the flatness check: the 5-priority claim among this many jobs."""
+
+
 async def claim_row(
-    plain: JobDriver, prioritized: JobDriver, total: int, claims: int = 300
-) -> tuple[float, float]:
-    """Median claim ms on a store of ``total`` plain jobs, and on one of ``total`` jobs over
-    ``PRIORITIES``."""
+    plain: JobDriver, prioritized: JobDriver, small: JobDriver, total: int, claims: int = 300
+) -> tuple[float, float, float]:
+    """Median claim ms on a store of ``total`` plain jobs, on one of ``total`` jobs over
+    ``PRIORITIES``, and on one of ``SMALL`` jobs over ``PRIORITIES`` (flat: about the same)."""
     await fill(plain, total, (0,))
     await fill(prioritized, total, PRIORITIES)
+    await fill(small, SMALL, PRIORITIES)
     return (
         statistics.median(await claim_times(plain, claims)),
         statistics.median(await claim_times(prioritized, claims)),
+        statistics.median(await claim_times(small, claims)),
     )
