@@ -328,6 +328,12 @@ class SQLAlchemyJobStore(SQLOperations):
             "max_errors": MAX_ERRORS_KEPT,
         }
 
+    async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
+        rows = await self._fetch(
+            "set_progress", id=job_id, lease_token=lease_token, progress=progress
+        )
+        return bool(rows)
+
     async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
         return await self._finish(job_id, lease_token, "completed", None, result)
 

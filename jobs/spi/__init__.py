@@ -13,7 +13,9 @@ from .driver import (
     JobOperations,
     JobStore,
     OutcomeCounters,
+    ProgressReports,
     WorkerRegistry,
+    WorkflowStore,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .inbox import (
@@ -42,6 +44,7 @@ from .records import (
     FailedAttempt,
     JobInfo,
     JobPage,
+    JobProgress,
     JobRequest,
     JobState,
     JobStateCounts,
@@ -55,7 +58,10 @@ from .records import (
     RelayRegistration,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowInfo,
+    WorkflowJob,
     stalled_error,
+    workflow_cancelled_error,
 )
 
 __all__ = [
@@ -66,10 +72,13 @@ __all__ = [
     "WorkerRegistry",
     "AuditTrail",
     "OutcomeCounters",
+    "ProgressReports",
+    "WorkflowStore",
     # records
     "JobRequest",
     "ClaimedJob",
     "JobInfo",
+    "JobProgress",
     "FailedAttempt",
     "JobState",
     "JOB_STATES",
@@ -78,6 +87,9 @@ __all__ = [
     "DEFAULT_MAX_STALLS",
     "MAX_ERRORS_KEPT",
     "stalled_error",
+    "workflow_cancelled_error",
+    "WorkflowJob",
+    "WorkflowInfo",
     "JobPage",
     "JobTypeStats",
     "WorkerRegistration",
