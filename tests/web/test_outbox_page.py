@@ -20,6 +20,7 @@ from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, 
 
 from .conftest import client_for, csrf_token, launched_chromium, served
 
+expect.set_options(timeout=10_000)
 STUCK_ERROR = "JobTypeError: <b>no such</b> type\nsecond line"
 
 
