@@ -296,22 +296,26 @@ class Attempt:
         thread); skipped when an earlier execution of the job committed (the job is then
         completed)."""
         context = args[1] if len(args) > 1 else self._context()
+        keep = functools.partial(encode_result, max_bytes=self.services.max_result_bytes)
         if not self.handler.is_async:
             self.thread = thread = self.services.executor.submit(
                 _call_in,
                 contextvars.copy_context(),
                 _call_in_sync_inbox,
-                (cast(SyncJobInbox, inbox), context, self.handler.function, args),
+                (cast(SyncJobInbox, inbox), context, self.handler.function, args, keep),
             )
-            return await asyncio.wrap_future(thread)
-        async with inbox.once(context) as first:
-            if not first:
-                _log_skipped(context)
-                return None
-            value = self.handler.function(*args)
-            while value is not None and inspect.isawaitable(value):
-                value = await value
-            return value
+            await asyncio.wrap_future(thread)
+        else:
+            async with inbox.once(context) as first:
+                if not first:
+                    _log_skipped(context)
+                    return None
+                value = self.handler.function(*args)
+                while value is not None and inspect.isawaitable(value):
+                    value = await value
+                _keep_in_block(context, value, keep)
+        self.result = None if context.settlement is None else context.settlement.result
+        return None
 
     async def _keep_returned(self, value: Any) -> None:
         """What the handler returned: awaited if awaitable, then encoded as the job's result,
@@ -617,15 +621,28 @@ class _CarriedExit(Exception):
 
 
 def _call_in_sync_inbox(
-    inbox: SyncJobInbox, context: JobContext, function: Callable[..., Any], args: tuple[Any, ...]
-) -> Any:
+    inbox: SyncJobInbox,
+    context: JobContext,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    keep: Callable[[Any], str],
+) -> None:
     """A ``def`` handler inside ``inbox.once_sync(ctx)``, in the handler's thread; skipped when
     an earlier execution of the job committed (the job is then completed)."""
     with inbox.once_sync(context) as first:
         if not first:
             _log_skipped(context)
-            return None
-        return function(*args)
+            return
+        _keep_in_block(context, function(*args), keep)
+
+
+def _keep_in_block(context: JobContext, value: Any, keep: Callable[[Any], str]) -> None:
+    """The handler's result, encoded before the inbox's block ends, so an inbox completing the
+    job in its transaction keeps it (a value that cannot be kept fails the block: ResultError,
+    and the effects roll back with it)."""
+    settlement = context.settlement
+    if value is not None and settlement is not None:
+        settlement.result = keep(value)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> Callable[[], None]:
