@@ -78,6 +78,7 @@ class Pages:
             workers=await self.source.workers(),
             throughput=await self.source.throughput(),
             runtimes=await self.source.runtimes(),
+            outbox=await self.source.outbox_status(),
         )
 
     async def jobs(self, request: Request) -> Response:
