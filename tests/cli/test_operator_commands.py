@@ -294,3 +294,16 @@ def test_jobs_show_names_the_workflow_and_the_parents_of_a_workflows_job(
     assert table.exit_code == 0, table.output
     assert any("workflow" in line and workflow_id in line for line in table.stdout.splitlines())
     assert any("after" in line and first in line for line in table.stdout.splitlines())
+
+    view = store.json("workflows", "show", workflow_id)
+    assert view["state"] == "running"
+    assert [(job["id"], job["state"]) for job in view["jobs"]] == [
+        (first, "pending"), (second, "pending"),
+    ]  # fmt: skip
+    listing = store.run("workflows", "show", workflow_id)
+    assert listing.exit_code == 0, listing.output
+    row = next(line for line in listing.stdout.splitlines() if "cli.b" in line)
+    assert "#1" in row, listing.stdout
+    missing = store.run("workflows", "show", "no-such-workflow")
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == "Error: no workflow 'no-such-workflow'"
