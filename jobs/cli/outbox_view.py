@@ -33,5 +33,5 @@ def outbox_line(view: dict[str, Any]) -> str:
     ]
     line = "outbox: " + ", ".join(parts)
     if view["no_relay"]:
-        line += ": NO RELAY (entries wait and no relay is alive; start `neverlost worker APP`)"
+        line += ": NO RELAY (no relay is alive: start `neverlost worker APP`)"
     return line
