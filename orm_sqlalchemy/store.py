@@ -203,6 +203,11 @@ class SQLAlchemyJobStore:
     def table(self) -> Table:
         return self._schema.jobs
 
+    @property
+    def clock(self) -> Clock | None:
+        """The clock given in place of the store's (``ClockedDriver``), or None."""
+        return self._clock
+
     # -- producer ------------------------------------------------------------------------------
 
     async def enqueue(self, job: JobRequest) -> str | None:

@@ -100,6 +100,7 @@ EXPORTED = {
         "WorkerRegistry",
         "AuditTrail",
         "OutcomeCounters",
+        "ClockedDriver",
         "JobRequest",
         "ClaimedJob",
         "JobInfo",

@@ -9,6 +9,7 @@ registers a ``DriverFactory`` for its URL schemes in the ``neverlost.drivers`` e
 
 from .driver import (
     AuditTrail,
+    ClockedDriver,
     JobDriver,
     JobOperations,
     JobStore,
@@ -53,6 +54,7 @@ __all__ = [
     "WorkerRegistry",
     "AuditTrail",
     "OutcomeCounters",
+    "ClockedDriver",
     # records
     "JobRequest",
     "ClaimedJob",
