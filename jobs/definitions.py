@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -73,15 +73,51 @@ def define_job(
     return JobDefinition(type, schema, max_attempts, timeout_ms, max_stalls)
 
 
+@runtime_checkable
+class JobDefinitions(Protocol):
+    """Where the job definitions of an application are found by type name: the handler
+    registry (``JobHandlerRegistry``), whose handlers declared with a definition know it.
+
+    A job enqueued or appended by type name whose type has a definition here is validated
+    against that definition's model, exactly as if the definition had been given.
+    """
+
+    def definition_of(self, job_type: str) -> JobDefinition[Any] | None:
+        """The definition registered for ``job_type``; None when there is none (no handler
+        for the type in this application, or a handler that takes a plain payload)."""
+        ...
+
+
+@runtime_checkable
+class UsesJobDefinitions(Protocol):
+    """A bean that validates jobs given by type name (an outbox store): when the handler
+    registry starts, it hands itself to every bean of the context with this method."""
+
+    def use_definitions(self, definitions: JobDefinitions | None) -> None: ...
+
+
 def resolve_job(
-    type_or_definition: str | JobDefinition[Any], payload: Any, kind: str
+    type_or_definition: str | JobDefinition[Any],
+    payload: Any,
+    kind: str,
+    definitions: JobDefinitions | None = None,
 ) -> tuple[str, Any]:
     """The job type and the JSON-ready payload: validated against the definition when one is
-    given (PayloadValidationError), the type string checked otherwise (JobTypeError naming
-    ``kind``). Nothing is encoded yet: the caller applies its own size limit."""
+    given (PayloadValidationError), else against the definition ``definitions`` has for the
+    type name (the same check), else the payload as it is; the type string is checked
+    (JobTypeError naming ``kind``). Nothing is encoded yet: the caller applies its own size
+    limit.
+
+    The one implementation of "typed by name": the queue (``JobQueue``, so ``SyncJobQueue``
+    and ``neverlost enqueue`` too) and the outbox stores' ``append``/``append_in`` call it.
+    """
     if isinstance(type_or_definition, JobDefinition):
         return type_or_definition.type, type_or_definition.to_json_value(payload)
-    return check_name(kind, type_or_definition, MAX_TYPE_LENGTH), payload
+    job_type = check_name(kind, type_or_definition, MAX_TYPE_LENGTH)
+    definition = definitions.definition_of(job_type) if definitions is not None else None
+    if definition is None:
+        return job_type, payload
+    return job_type, definition.to_json_value(payload)
 
 
 def _describe(error: Any) -> str:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loguru import logger
 
@@ -54,7 +54,7 @@ from .options import MAX_DELAY_MS, check_delay_ms
 from .payload import decode_payload
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settling import Settler
-from .spi.inbox import AttemptSettlement, JobInbox
+from .spi.inbox import AttemptSettlement, JobInbox, SyncJobInbox
 from .spi.records import ClaimedJob, stalled_error
 from .telemetry import (
     activate,
@@ -273,17 +273,21 @@ class Attempt:
         return result
 
     async def _call_in_inbox(self, inbox: JobInbox, args: tuple[Any, ...]) -> Any:
-        """The handler (``async def``) inside ``inbox.once(ctx)``; skipped when an earlier
-        execution of the job committed (the job is then completed)."""
+        """The handler inside ``inbox.once(ctx)`` (a ``def`` one: ``once_sync``, in its
+        thread); skipped when an earlier execution of the job committed (the job is then
+        completed)."""
         context = args[1] if len(args) > 1 else self._context()
+        if not self.handler.is_async:
+            self.thread = thread = self.services.executor.submit(
+                _call_in,
+                contextvars.copy_context(),
+                _call_in_sync_inbox,
+                (cast(SyncJobInbox, inbox), context, self.handler.function, args),
+            )
+            return await asyncio.wrap_future(thread)
         async with inbox.once(context) as first:
             if not first:
-                logger.bind(job_id=self.job.id, job_type=self.job.type).info(
-                    "job {} ({}): an earlier execution committed its effects (the inbox has "
-                    "it); the handler is not run again",
-                    self.job.type,
-                    self.job.id,
-                )
+                _log_skipped(context)
                 return None
             value = self.handler.function(*args)
             while value is not None and inspect.isawaitable(value):
@@ -326,8 +330,13 @@ class Attempt:
             self.services.settler.driver, job.id, job.lease_token
         )
         # no more beats: the job is no longer active (a partial, not a bound method of the
-        # attempt: no reference cycle through the settlement the context holds)
-        settlement.on_completed = functools.partial(self.services.leases.release, self.lease)
+        # attempt: no reference cycle through the settlement the context holds); a def
+        # handler's inbox commits in the handler's thread, so the release goes to the loop
+        release = functools.partial(self.services.leases.release, self.lease)
+        if self.handler.is_async:
+            settlement.on_completed = release
+        else:
+            settlement.on_completed = _on_loop(asyncio.get_running_loop(), release)
         return JobContext(
             job.id,
             job.type,
@@ -551,6 +560,36 @@ class _CarriedExit(Exception):
     def __init__(self, error: GeneratorExit) -> None:
         super().__init__()
         self.error = error
+
+
+def _call_in_sync_inbox(
+    inbox: SyncJobInbox, context: JobContext, function: Callable[..., Any], args: tuple[Any, ...]
+) -> Any:
+    """A ``def`` handler inside ``inbox.once_sync(ctx)``, in the handler's thread; skipped when
+    an earlier execution of the job committed (the job is then completed)."""
+    with inbox.once_sync(context) as first:
+        if not first:
+            _log_skipped(context)
+            return None
+        return function(*args)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> Callable[[], None]:
+    """``callback``, called from any thread, run on ``loop``."""
+
+    def call() -> None:
+        loop.call_soon_threadsafe(callback)
+
+    return call
+
+
+def _log_skipped(context: JobContext) -> None:
+    logger.bind(job_id=context.id, job_type=context.type).info(
+        "job {} ({}): an earlier execution committed its effects (the inbox has it); the "
+        "handler is not run again",
+        context.type,
+        context.id,
+    )
 
 
 def _call_in(

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 from pydantic import BaseModel
 
 from .context import JobContext
-from .definitions import JobDefinition
+from .definitions import JobDefinition, UsesJobDefinitions
 from .errors import DuplicateHandlerError, JobTypeError
 from .options import check_max_attempts, check_max_stalls, check_timeout_ms
 from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
-from .spi.inbox import JobInbox
+from .spi.inbox import JobInbox, SyncJobInbox
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
@@ -113,10 +113,11 @@ def job_handler(
     take it. ``max_stalls``: how many times the job's lease may expire without a settle (a
     crashed or killed worker) before it fails for good (default ``JobsSettings.max_stalls``).
     A number of the wrong type or out of its range (``jobs.options``) is a JobOptionError
-    here, at decoration. ``inbox`` (an ``async def`` handler only; e.g.
-    ``orm_sqlalchemy.SQLAlchemyInbox``) runs the whole handler in ``inbox.once(ctx)``: its
-    database writes commit once per job, with the inbox's record, and a re-run of a job whose
-    effects committed skips the handler and completes the job (docs: "Effects exactly once").
+    here, at decoration. ``inbox`` (e.g. ``orm_sqlalchemy.SQLAlchemyInbox``) runs the whole
+    handler in ``inbox.once(ctx)`` (a ``def`` handler: ``inbox.once_sync(ctx)``, in its
+    thread): its database writes commit once per job, with the inbox's record, and a re-run of
+    a job whose effects committed skips the handler and completes the job (docs: "Effects
+    exactly once").
     """
     options = _options(
         type_or_definition, max_attempts, timeout_ms, backoff, cron, timezone, max_stalls, inbox
@@ -230,9 +231,12 @@ class JobHandlerRegistry:
         if self._running:
             return
         if self._context is not None:
-            for name, bean in self._context.beans():
-                if bean is not self:
-                    self._scan(name, bean)
+            beans = [(name, bean) for name, bean in self._context.beans() if bean is not self]
+            for name, bean in beans:
+                self._scan(name, bean)
+            for _, bean in beans:  # an outbox store: appends by type name typed too
+                if isinstance(bean, UsesJobDefinitions) and not isinstance(bean, type):
+                    bean.use_definitions(self)
         self._running = True
 
     def stop(self) -> None:
@@ -278,6 +282,13 @@ class JobHandlerRegistry:
 
     def get(self, job_type: str) -> RegisteredHandler | None:
         return self._handlers.get(job_type)
+
+    def definition_of(self, job_type: str) -> JobDefinition[Any] | None:
+        """The definition of the handler of ``job_type`` (``JobDefinitions``): what a job of
+        that type enqueued or appended by name is validated against. None without a handler
+        or for a handler of a plain payload."""
+        handler = self._handlers.get(job_type)
+        return handler.options.definition if handler is not None else None
 
     @property
     def types(self) -> frozenset[str]:
@@ -325,10 +336,13 @@ class JobHandlerRegistry:
         if existing is not None:
             raise DuplicateHandlerError(options.job_type, existing.source, source)
         is_async = calls_coroutine_function(function)
-        if options.inbox is not None and not is_async:
+        if options.inbox is not None and not is_async and not isinstance(
+            options.inbox, SyncJobInbox
+        ):
             raise TypeError(
-                f"the handler of {options.job_type!r} ({source}) has an inbox: it must be an "
-                "async def (the inbox's transaction is an AsyncSession's, on the event loop)"
+                f"the handler of {options.job_type!r} ({source}) is a def and its inbox "
+                f"{options.inbox!r} has no once_sync(ctx): make the handler an async def, or "
+                "give it an inbox for sync code (orm_sqlalchemy.SQLAlchemyInbox)"
             )
         handler = RegisteredHandler(
             options=options,

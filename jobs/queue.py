@@ -163,7 +163,11 @@ class JobQueue:
         """Store a job; its id, or None when a live job already holds ``key``.
 
         With a job definition the payload is its model or a mapping the model validates
-        (type checkers refuse anything else); with a type string, any JSON value.
+        (type checkers refuse anything else); with a type string, any JSON value, validated
+        all the same against the definition of the type's handler when this queue's registry
+        has one (``resolve_job``: typed by name). A type with no definition registered here (a
+        producer-only app, a handler taking a plain payload, a context not started) is checked
+        as JSON only.
 
         Raises PayloadError (a ValueError) naming the path of anything in ``payload`` that is
         not JSON, and before any I/O. Runs in a PRODUCER span ``jobs.enqueue <type>``, whose
@@ -333,7 +337,9 @@ class JobQueue:
         key: str | None,
         keep_until_ms: int | None = None,
     ) -> JobRequest:
-        definition = type_or_definition if isinstance(type_or_definition, JobDefinition) else None
+        registry = self._registry
+        handler = registry.get(job_type) if registry is not None else None
+        definition = _definition_of(type_or_definition, handler)
         if definition is not None:
             payload = definition.to_json_value(payload)
         if key is not None:
@@ -354,8 +360,6 @@ class JobQueue:
             type(max_attempts) is not int or not 0 < max_attempts <= MAX_ATTEMPTS
         ):
             max_attempts = check_max_attempts(max_attempts)
-        registry = self._registry
-        handler = registry.get(job_type) if registry is not None else None
         if handler is None and definition is None:  # the request's, else the defaults
             max_stalls = self._default_max_stalls
             if max_attempts is None:
@@ -526,6 +530,16 @@ def _job_type(type_or_definition: str | JobDefinition[Any]) -> str:
     if isinstance(type_or_definition, JobDefinition):
         return type_or_definition.type
     return check_name("job type", type_or_definition, MAX_TYPE_LENGTH)
+
+
+def _definition_of(
+    type_or_definition: str | JobDefinition[Any], handler: RegisteredHandler | None
+) -> JobDefinition[Any] | None:
+    """The definition the payload is validated against: the one given, else (typed by name)
+    the handler's, as ``JobHandlerRegistry.definition_of`` says."""
+    if isinstance(type_or_definition, JobDefinition):
+        return type_or_definition
+    return handler.options.definition if handler is not None else None
 
 
 def _definition_timeout(definition: JobDefinition[Any] | None) -> int | None:

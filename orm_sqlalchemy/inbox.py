@@ -21,26 +21,37 @@ When the runner's job store is on the same database and implements the SPI's
 ``CompletesInTransaction`` (``SQLAlchemyJobStore`` does), the block's transaction also completes
 the job, fenced by its lease token, and the runner settles nothing afterwards: a crash after the
 commit cannot run the job again.
+
+Sync code (a ``def`` handler, in its worker thread) has ``with inbox.once_sync(ctx) as
+first:``: the same, through a sync ``Session`` — the app's (``session=``), or one the inbox
+opens on a sync engine (``sync_engine=``, else made from the async engine's URL with
+``create_sync_engine`` on first use: sqlite3 or psycopg 3), whose session the handler reaches
+as ``inbox.sync_session``. ``@job_handler(..., inbox=...)`` on a ``def`` handler runs it in
+``once_sync(ctx)``.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from loguru import logger
-from sqlalchemy import URL, Connection, MetaData, Table, delete
+from sqlalchemy import URL, Connection, Engine, MetaData, Table, delete
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.orm import Session
 
 from jobs.spi import AttemptSettlement, CompletesInTransaction, InboxJob
 from jobs.spi.support import redact_url
 
 from ._database.app_appends import other_database
 from ._database.app_commits import after_connection_commit, after_session_commit
+from .engine import create_sync_engine
 from .tables import (
     check_columns,
     column_names,
@@ -71,7 +82,9 @@ class SQLAlchemyInbox:
     open transaction), or an AsyncEngine (borrowed) or a URL (owned, disposed by ``close()``),
     for which the inbox makes a manager of its own (``transaction_manager``). ``table_prefix``,
     ``schema`` and ``metadata`` place the table (yours, for Alembic); ``create_tables=False``
-    only checks it. ``retain_ms``: how long a row is kept.
+    only checks it. ``retain_ms``: how long a row is kept. ``sync_engine``: the app's sync
+    ``Engine`` on the same database, for ``once_sync`` without a session (default: one the
+    inbox makes from the async engine's URL on first use, disposed by ``close()``).
     """
 
     def __init__(
@@ -84,6 +97,7 @@ class SQLAlchemyInbox:
         retain_ms: int = DEFAULT_INBOX_RETAIN_MS,
         prune_interval_ms: int | None = 60_000,
         create_tables: bool = True,
+        sync_engine: Engine | None = None,
     ) -> None:
         if type(retain_ms) is not int or retain_ms < 1:
             raise ValueError(f"retain_ms must be a positive int, got {retain_ms!r}")
@@ -100,6 +114,16 @@ class SQLAlchemyInbox:
         self._next_prune = time.monotonic() + (self._prune_interval_s or 0)
         self._create_tables = create_tables
         self._ready = False
+        if sync_engine is not None:
+            if not isinstance(sync_engine, Engine):
+                raise TypeError(f"sync_engine takes a sync Engine, got {sync_engine!r}")
+            self._check_database(sync_engine)
+        self._sync_engine = sync_engine
+        self._owned_sync_engine: Engine | None = None
+        self._sync_engine_lock = threading.Lock()
+        self._sync_session: ContextVar[Session | None] = ContextVar(
+            "neverlost_inbox_sync_session", default=None
+        )
         table = self._schema.processed
         self._insert = (
             (postgresql_insert if self._postgres else sqlite_insert)(table)
@@ -128,6 +152,18 @@ class SQLAlchemyInbox:
     def session(self) -> AsyncSession:
         """The session of the transaction open in this context (``once``'s)."""
         return self._tm.session
+
+    @property
+    def sync_session(self) -> Session:
+        """The ``Session`` of the ``once_sync`` block open in this thread (one the inbox
+        opened): a ``def`` handler with ``inbox=`` writes its effects through it."""
+        session = self._sync_session.get()
+        if session is None:
+            raise RuntimeError(
+                f"{self!r}.sync_session is used outside a once_sync(ctx) block (or in one given "
+                "session=: use that session)"
+            )
+        return session
 
     @asynccontextmanager
     async def once(
@@ -178,6 +214,60 @@ class SQLAlchemyInbox:
         yield first
         await self._complete(session, ctx.settlement, after_commit)
 
+    @contextmanager
+    def once_sync(
+        self, ctx: InboxJob, *, session: Session | Connection | None = None
+    ) -> Iterator[bool]:
+        """``once`` for sync code (a ``def`` handler's thread): record ``ctx``'s job in a sync
+        transaction and yield whether this execution is the first to get there.
+
+        ``session``: a ``Session`` or ``Connection`` the app opened on the inbox's database,
+        whose transaction is used (the app commits it, or rolls it back). Without it the inbox
+        opens a ``Session`` on its sync engine (see the class), reachable as ``sync_session``
+        in the block, and commits it as the block ends. Either way the job is completed in that
+        transaction when its store shares the database."""
+        if session is not None:
+            with self._in_apps_sync(ctx, session) as first:
+                yield first
+            return
+        with Session(self._sync()) as own, own.begin():
+            token = self._sync_session.set(own)
+            try:
+                after_commit = _session_after_commit(own)
+                first = self._record_sync(own, ctx, after_commit)
+                yield first
+                self._complete_sync(own, ctx.settlement, after_commit)
+            finally:
+                self._sync_session.reset(token)
+        if self._prune_due():
+            self._prune_sync()
+
+    @contextmanager
+    def _in_apps_sync(self, ctx: InboxJob, session: Session | Connection) -> Iterator[bool]:
+        if isinstance(session, Session):
+            self._check_database(session.get_bind())
+            after_commit = _session_after_commit(session)
+        elif isinstance(session, Connection):
+            self._check_database(session.engine)
+            after_commit = _connection_after_commit(session)
+        else:
+            raise TypeError(
+                f"once_sync(session=...) takes a Session or a Connection, got {session!r}"
+            )
+        first = self._record_sync(session, ctx, after_commit)
+        yield first
+        self._complete_sync(session, ctx.settlement, after_commit)
+
+    def _sync(self) -> Engine:
+        engine = self._sync_engine
+        if engine is None:
+            with self._sync_engine_lock:
+                engine = self._sync_engine
+                if engine is None:
+                    engine = create_sync_engine(self._tm.engine.url)
+                    self._sync_engine = self._owned_sync_engine = engine
+        return engine
+
     def _check_database(self, bind: Any) -> None:
         engine = getattr(bind, "engine", bind)
         problem = other_database(self._tm.engine.url, engine.url)
@@ -217,9 +307,12 @@ class SQLAlchemyInbox:
             return row.first() is not None
 
     async def close(self) -> None:
-        """Dispose the engine the inbox made from a URL (a borrowed one stays open)."""
+        """Dispose the engines the inbox made (from a URL; the sync one of ``once_sync``); a
+        borrowed one stays open."""
         if self._owned_engine is not None:
             await self._owned_engine.dispose()
+        if self._owned_sync_engine is not None:
+            self._owned_sync_engine.dispose()
 
     # -- in the transaction ------------------------------------------------------------------
 
@@ -232,15 +325,18 @@ class SQLAlchemyInbox:
             else:
                 await target.run_sync(self._set_up)
             after_commit(self._mark_ready)
-        values = {
+        result = await target.execute(self._insert, self._values(ctx))
+        return result.scalar() is not None
+
+    @staticmethod
+    def _values(ctx: InboxJob) -> dict[str, Any]:
+        return {
             "identity": inbox_identity(ctx),
             "job_id": ctx.id,
             "job_type": ctx.type,
             "attempt": ctx.attempt,
             "processed_at": _now_ms(),
         }
-        result = await target.execute(self._insert, values)
-        return result.scalar() is not None
 
     def _mark_ready(self) -> None:
         self._ready = True
@@ -268,11 +364,44 @@ class SQLAlchemyInbox:
         if done:
             after_commit(settlement.mark_completed)
         else:
-            logger.bind(job_id=settlement.job_id).info(
-                "job {}: its lease token no longer holds it; the inbox's transaction commits "
-                "without completing it (the runner's settle is refused, the new holder skips)",
-                settlement.job_id,
-            )
+            _log_lease_gone(settlement)
+
+    def _record_sync(
+        self, target: Session | Connection, ctx: InboxJob, after_commit: AfterCommit
+    ) -> bool:
+        if not self._ready:
+            self._set_up(target.connection() if isinstance(target, Session) else target)
+            after_commit(self._mark_ready)
+        result = target.execute(self._insert, self._values(ctx))
+        return result.scalar() is not None
+
+    def _complete_sync(
+        self,
+        target: Session | Connection,
+        settlement: AttemptSettlement | None,
+        after_commit: AfterCommit,
+    ) -> None:
+        if settlement is None or settlement.completed:
+            return
+        store = settlement.store
+        if not isinstance(store, CompletesInTransaction):
+            return
+        connection = target.connection() if isinstance(target, Session) else target
+        if not store.completes_in(connection.engine):
+            return
+        if store.complete_in_sync(connection, settlement.job_id, settlement.lease_token):
+            after_commit(settlement.mark_completed)
+        else:
+            _log_lease_gone(settlement)
+
+    def _prune_sync(self) -> None:
+        table = self.table
+        cutoff = _now_ms() - self._retain_ms
+        try:
+            with self._sync().begin() as connection:
+                connection.execute(delete(table).where(table.c.processed_at < cutoff))
+        except Exception:
+            logger.opt(exception=True).warning("{}: pruning old rows failed", self)
 
     def _set_up(self, connection: Connection) -> None:
         table = self.table
@@ -302,6 +431,28 @@ class SQLAlchemyInbox:
 
 def _call(callback: Callable[[], object]) -> None:
     callback()
+
+
+def _session_after_commit(session: Session) -> AfterCommit:
+    def after_commit(callback: Callable[[], object]) -> None:
+        after_session_commit(session, callback, lambda: _call(callback))
+
+    return after_commit
+
+
+def _connection_after_commit(connection: Connection) -> AfterCommit:
+    def after_commit(callback: Callable[[], object]) -> None:
+        after_connection_commit(connection, callback, lambda: _call(callback))
+
+    return after_commit
+
+
+def _log_lease_gone(settlement: AttemptSettlement) -> None:
+    logger.bind(job_id=settlement.job_id).info(
+        "job {}: its lease token no longer holds it; the inbox's transaction commits without "
+        "completing it (the runner's settle is refused, the new holder skips)",
+        settlement.job_id,
+    )
 
 
 def _now_ms() -> int:

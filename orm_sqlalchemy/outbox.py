@@ -85,6 +85,7 @@ from jobs.spi.support import (
     MAX_KEY_LENGTH,
     Clock,
     JobDefinition,
+    JobDefinitions,
     check_delay_ms,
     check_max_attempts,
     check_name,
@@ -175,6 +176,12 @@ class SQLAlchemyOutboxStore:
     ``metadata`` the MetaData to hold it (yours, for Alembic). ``clock`` replaces the
     database's clock (tests). ``listen_url`` gives LISTEN a direct connection when the
     engine goes through a pooler in transaction mode (see the job store).
+
+    ``definitions`` (the handler registry, any ``JobDefinitions``) types appends by name: an
+    entry appended as ``"receipt.send"`` whose type has a definition there is validated
+    against its model, as if the definition had been given. In an application context the
+    handler registry hands itself over when it starts (``use_definitions``); without one (a
+    producer-only app, a store made by hand) a type name is checked as JSON only.
     """
 
     def __init__(
@@ -187,7 +194,9 @@ class SQLAlchemyOutboxStore:
         metadata: MetaData | None = None,
         schema: str | None = None,
         listen_url: str | None = None,
+        definitions: JobDefinitions | None = None,
     ) -> None:
+        self._definitions = definitions
         self._tm, self._owned_engine = transaction_manager_of(
             transaction_manager, store="SQLAlchemyOutboxStore"
         )
@@ -243,6 +252,10 @@ class SQLAlchemyOutboxStore:
 
     def __repr__(self) -> str:
         return self._name
+
+    def use_definitions(self, definitions: JobDefinitions | None) -> None:
+        """Validate appends by type name against ``definitions`` from now on (None: stop)."""
+        self._definitions = definitions
 
     @property
     def metadata(self) -> MetaData:
@@ -315,7 +328,8 @@ class SQLAlchemyOutboxStore:
         (an aware datetime); neither: due when published. ``max_attempts`` is carried to the
         job (a handler's own still wins).
 
-        ``type`` is a job type or a job definition, whose model validates ``payload`` here.
+        ``type`` is a job type or a job definition, whose model validates ``payload`` here; a
+        type name with a definition in the store's ``definitions`` is validated the same way.
         Raises PayloadValidationError, PayloadError (naming the path), JobTypeError or
         JobOptionError (``jobs.options``) before anything is written, and NoTransactionError
         when no transaction of this store's manager is open here.
@@ -453,7 +467,7 @@ class SQLAlchemyOutboxStore:
     ) -> dict[str, Any]:
         """The checked parameters of one entry's INSERT (``append`` and ``append_in``): raises
         before anything is written."""
-        job_type, payload = resolve_job(type, payload, "outbox entry type")
+        job_type, payload = resolve_job(type, payload, "outbox entry type", self._definitions)
         if key is not None:
             check_name("key", key, MAX_KEY_LENGTH)
         run_at_ms = None

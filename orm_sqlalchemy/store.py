@@ -357,6 +357,14 @@ class SQLAlchemyJobStore:
         params["now"] = self._now()
         return await self._in_transaction.complete(connection, params)
 
+    def complete_in_sync(self, connection: Any, job_id: str, lease_token: str) -> bool:
+        """``complete_in`` through a sync ``Connection`` of the app's (a ``def`` handler's
+        thread, with an inbox): commits or rolls back with the app's transaction."""
+        self._check_open()
+        params = self._finish_params(job_id, lease_token, "completed", None)
+        params["now"] = self._now()
+        return self._in_transaction.complete_sync(connection, params)
+
     async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
         """The batch in one statement, so one round trip and one commit on either database."""
         if not jobs:

@@ -17,7 +17,6 @@ from typing import Any
 
 import click
 
-from ..definitions import JobDefinition
 from ..errors import JobOptionError, PayloadError
 from ..tokens import JOB_HANDLER_REGISTRY
 from .durations import Duration, format_ms
@@ -51,13 +50,6 @@ def read_payload(text: str | None) -> Any:
             f"{source} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}); "
             """write e.g. --payload '{"invoice_id": 7}'"""
         ) from None
-
-
-def _definition(target: Target, job_type: str) -> JobDefinition[Any] | None:
-    if target.context is None or JOB_HANDLER_REGISTRY.name not in target.context:
-        return None
-    handler = target.context.get_value(JOB_HANDLER_REGISTRY).get(job_type)
-    return handler.options.definition if handler is not None else None
 
 
 async def _check_type(target: Target, job_type: str) -> None:
@@ -106,10 +98,9 @@ def enqueue(
     async def work(target: Target) -> None:
         if not any_type:
             await _check_type(target, job_type)
-        definition = _definition(target, job_type)
-        try:
+        try:  # the APP's queue validates a type name against its registered definition
             job_id = await target.queue.enqueue(
-                definition or job_type, payload, delay_ms=delay, max_attempts=max_attempts,
+                job_type, payload, delay_ms=delay, max_attempts=max_attempts,
                 timeout_ms=timeout_ms, key=key,
             )  # fmt: skip
         except (PayloadError, JobOptionError, ValueError) as exc:

@@ -17,7 +17,13 @@ from .driver import (
     WorkerRegistry,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
-from .inbox import AttemptSettlement, CompletesInTransaction, InboxJob, JobInbox
+from .inbox import (
+    AttemptSettlement,
+    CompletesInTransaction,
+    InboxJob,
+    JobInbox,
+    SyncJobInbox,
+)
 from .outbox import OutboxPublisher, OutboxStore
 from .records import (
     AUDIT_KEEP_MS,
@@ -87,6 +93,7 @@ __all__ = [
     "OutboxEntry",
     # the inbox (effects exactly once)
     "JobInbox",
+    "SyncJobInbox",
     "InboxJob",
     "AttemptSettlement",
     "CompletesInTransaction",

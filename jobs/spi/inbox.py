@@ -9,15 +9,25 @@ that database then completes the job in its transaction, fenced by the lease tok
 the settlement, and the runner's settle after the handler makes no store call. Every other
 store is settled by the runner as usual, after the commit: a crash in between re-runs the job,
 and the inbox skips its effects.
+
+A sync (``def``) handler runs in a worker thread: an inbox that can open a transaction there
+implements ``SyncJobInbox`` (``once_sync``), and a store completes the job through the app's
+sync connection with ``complete_in_sync``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AttemptSettlement", "CompletesInTransaction", "InboxJob", "JobInbox"]
+__all__ = [
+    "AttemptSettlement",
+    "CompletesInTransaction",
+    "InboxJob",
+    "JobInbox",
+    "SyncJobInbox",
+]
 
 
 def _nothing() -> None:
@@ -64,6 +74,11 @@ class CompletesInTransaction(Protocol):
         commits or rolls back with that transaction."""
         ...
 
+    def complete_in_sync(self, connection: Any, job_id: str, lease_token: str) -> bool:
+        """``complete_in`` through a sync ``connection`` (a SQLAlchemy ``Connection`` in the
+        app's transaction), from the handler's thread: no event loop is touched."""
+        ...
+
 
 class InboxJob(Protocol):
     """What an inbox reads of a handler's context (``jobs.JobContext``)."""
@@ -85,3 +100,11 @@ class JobInbox(Protocol):
     handler only when ``once`` yields True (no earlier execution of the job committed)."""
 
     def once(self, ctx: InboxJob) -> AbstractAsyncContextManager[bool]: ...
+
+
+@runtime_checkable
+class SyncJobInbox(Protocol):
+    """``@job_handler(..., inbox=...)`` on a ``def`` handler: the handler's thread runs it in
+    ``once_sync(ctx)``, a transaction the inbox opens there."""
+
+    def once_sync(self, ctx: InboxJob) -> AbstractContextManager[bool]: ...

@@ -9,7 +9,8 @@ reaches into the engine's modules (and those modules may move without breaking d
   that builds the error in a statement or script;
 - payloads: ``encode_payload`` (the queue's JSON checks; an outbox store's ``append`` runs
   them too), ``decode_payload``, ``check_name`` and the length limits of types and keys;
-- job definitions: ``JobDefinition`` and ``resolve_job`` (an ``append`` given a definition);
+- job definitions: ``JobDefinition``, ``resolve_job`` (an ``append`` given a definition, or a
+  type name that ``JobDefinitions`` knows) and ``UsesJobDefinitions`` (the registry's hand-over);
 - time: ``Clock``/``ManualClock`` (a driver given a clock uses it in place of the store's),
   ``to_datetime``/``to_epoch_ms`` (epoch milliseconds <-> aware UTC datetimes);
 - ``Retention``: how long finished jobs (and so their keys) are kept;
@@ -26,7 +27,7 @@ from __future__ import annotations
 from ..audit import new_action_id
 from ..clock import Clock, ManualClock, to_datetime, to_epoch_ms
 from ..coalescing import Coalescer
-from ..definitions import JobDefinition, resolve_job
+from ..definitions import JobDefinition, JobDefinitions, UsesJobDefinitions, resolve_job
 from ..operations import (
     check_age,
     check_cursor,
@@ -71,6 +72,8 @@ __all__ = [
     "MAX_TYPE_LENGTH",
     "MAX_KEY_LENGTH",
     "JobDefinition",
+    "JobDefinitions",
+    "UsesJobDefinitions",
     "resolve_job",
     # time
     "Clock",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from sqlalchemy import URL, Engine, TextClause, text
+from sqlalchemy import URL, Connection, Engine, TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .._sqlite_files import database_path
@@ -50,6 +50,10 @@ class InTransactionCompletion:
         """Run ``finish`` on ``connection`` (in its open transaction); whether it completed."""
         result = await connection.execute(self._statement, params)
         return result.first() is not None
+
+    def complete_sync(self, connection: Connection, params: dict[str, Any]) -> bool:
+        """``complete`` on a sync ``connection`` of the app's (a ``def`` handler's thread)."""
+        return connection.execute(self._statement, params).first() is not None
 
 
 def same_database(store: URL, app: URL) -> bool:

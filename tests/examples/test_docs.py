@@ -56,6 +56,7 @@ EXPECTED_OUTPUT = {
     "own-session": "None\n[{'invoice': 1}]\n",
     "own-async-session": "True 1\n",
     "effects-once": "completed [1, 2] [7]\n",
+    "effects-once-sync": "completed [1, 2] [7]\n",
     "settings": "20 20000",
     "logging": "failed for good after attempt 1/1: ConnectionError: smtp down welcome:a@b.c\n",
     "di-primer": "ticker started\nhello, Ada\n['settings', 'greeter', 'ticker']\nticker stopped\n"

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, String, Table, func, select
+from sqlalchemy import Column, Connection, Integer, MetaData, String, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.orm import Session
 
 from jobs import AbortSignal, JobContext
 from jobs.spi import AttemptSettlement
@@ -64,7 +65,12 @@ class EffectsDb:
             conn = await conn.execution_options(sqlite_begin="DEFERRED")
             return int((await conn.execute(query)).scalar_one())
 
+    def write_effect_sync(self, session: Session | Connection, job: str) -> None:
+        """One effect row through a sync ``session`` (a ``once_sync`` block's)."""
+        session.execute(self.effects.insert().values(job=job))
+
     async def close(self) -> None:
+        await self.inbox.close()
         await self.engine.dispose()
         if self.kind == "postgres":
             await drop_store(self.url, self.prefix)

@@ -287,15 +287,6 @@ async def _duplicates_on(kind: str, effects_db: EffectsDb, tmp_path: Path) -> No
             await drop_store(jobs.url, jobs.namespace)
 
 
-def test_an_inbox_needs_an_async_handler(effects_db: EffectsDb) -> None:
-    @job_handler(JOB, inbox=effects_db.inbox)
-    def handler(payload: dict[str, Any]) -> None:
-        return None
-
-    with pytest.raises(TypeError, match="must be an async def"):
-        registry_of(handler)  # type: ignore[arg-type]
-
-
 def test_inbox_takes_an_inbox() -> None:
     with pytest.raises(TypeError, match="inbox= takes an inbox"):
         job_handler(JOB, inbox=object())  # type: ignore[arg-type]
