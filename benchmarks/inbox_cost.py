@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, MetaData, String, Table
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
 
 from jobs import (
     InProcessJobDriver,
@@ -62,7 +62,13 @@ async def drain_seconds(effects: str, jobs: str, *, inbox: bool, n: int) -> floa
         rows = Table(
             f"{prefix}effects",
             metadata,
-            Column("id", BigInteger, primary_key=True, autoincrement=True),
+            # SQLite numbers only an INTEGER PRIMARY KEY itself (a BIGINT one stays NULL)
+            Column(
+                "id",
+                BigInteger().with_variant(Integer, "sqlite"),
+                primary_key=True,
+                autoincrement=True,
+            ),
             Column("job", String(64), nullable=False),
         )
         the_inbox = SQLAlchemyInbox(tm, table_prefix=prefix, metadata=metadata)
@@ -107,6 +113,8 @@ async def drain_seconds(effects: str, jobs: str, *, inbox: bool, n: int) -> floa
                 elapsed = time.perf_counter() - began
             finally:
                 await runner.close(drain_timeout_ms=5_000)
+            if counts.get("completed", 0) != n:  # a handler that fails is no measurement
+                raise RuntimeError(f"inbox bench ({effects}, jobs {jobs}): {counts}, not {n} done")
             return elapsed
         finally:
             await driver.close()

@@ -118,6 +118,12 @@ class PermanentError(JobsError):
     """Raise from a handler to fail the job for good at once (its message is the error kept)."""
 
 
+class ResultError(PermanentError):
+    """A handler returned a value that cannot be kept as its job's result: not plain JSON, or
+    larger than ``JobsSettings.max_result_bytes``. The job fails for good with this error (a
+    retry would run the handler's effects again to return the same value)."""
+
+
 class HandlerExitError(PermanentError):
     """A handler raised ``SystemExit`` or ``KeyboardInterrupt`` (``sys.exit()``, say): its job
     fails for good with this error, and the worker keeps serving the other jobs."""

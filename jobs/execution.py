@@ -52,6 +52,7 @@ from .leases import Lease, LeaseKeeper
 from .metrics import metering, record_execution
 from .options import MAX_DELAY_MS, check_delay_ms
 from .payload import decode_payload
+from .results import DEFAULT_MAX_RESULT_BYTES, encode_result
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settling import Settler
 from .spi.inbox import AttemptSettlement, JobInbox, SyncJobInbox
@@ -94,6 +95,8 @@ class AttemptServices:
     """Called when the handler returned (before the settle): its slot may take the next job."""
     tally: OutcomeTally | None = None
     """Where the outcome and runtime of each execution are counted (``jobs.counters``)."""
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """The bound on a handler's return value as JSON text (``jobs.results``)."""
 
 
 class Attempt:
@@ -109,6 +112,7 @@ class Attempt:
         "interrupted_at",
         "job",
         "lease",
+        "result",
         "services",
         "settlement",
         "signal",
@@ -151,6 +155,8 @@ class Attempt:
         self.detached = False
         self._settling = False
         self.started = 0.0
+        self.result: str | None = None
+        """The handler's return value as JSON text (None: it returned None)."""
         """When the handler was called (``time.perf_counter()``); 0 before."""
         self._timeout_handle: asyncio.TimerHandle | None = None
         self._grace_handle: asyncio.TimerHandle | None = None
@@ -250,8 +256,8 @@ class Attempt:
                     _call_in, contextvars.copy_context(), handler.function, args
                 )
                 value = await asyncio.wrap_future(thread)
-            if value is not None and inspect.isawaitable(value):
-                await self._await_returned(value)
+            if value is not None:
+                await self._keep_returned(value)
         except asyncio.CancelledError as exc:
             task = self.task
             if task is None or not task.cancelling():
@@ -294,7 +300,16 @@ class Attempt:
                 value = await value
             return value
 
-    async def _await_returned(self, value: Any) -> None:
+    async def _keep_returned(self, value: Any) -> None:
+        """What the handler returned: awaited if awaitable, then encoded as the job's result,
+        kept with the job in the completing write (``jobs.results``: a value that cannot be
+        kept raises ResultError, the attempt's error)."""
+        if inspect.isawaitable(value):
+            value = await self._await_returned(value)
+        if value is not None:
+            self.result = encode_result(value, self.services.max_result_bytes)
+
+    async def _await_returned(self, value: Any) -> Any:
         """A handler call that returned an awaitable (a sync ``def`` returning a coroutine, a
         plain decorator around an ``async def``): await it here, on the runner's loop, saying
         once per handler how to have it called on the loop directly."""
@@ -311,6 +326,7 @@ class Attempt:
             )
         while value is not None and inspect.isawaitable(value):
             value = await value
+        return value
 
     def _arguments(self) -> tuple[Any, ...]:
         """The handler's arguments: the decoded (and validated) payload, and its context."""
@@ -442,7 +458,7 @@ class Attempt:
         if settlement is not None and settlement.completed:
             outcome = self._completed_already(error)
         elif error is None and not lease.lost:  # the common case
-            completed = await self.services.settler.complete(self.job)
+            completed = await self.services.settler.complete(self.job, self.result)
             outcome = "completed" if completed else self._refused()
         else:
             outcome = await self._settle(error)
@@ -471,7 +487,7 @@ class Attempt:
         if self.lease_lost:
             return "cancelled" if self.signal.reason == "cancelled" else "lease_lost"
         if error is None:
-            return "completed" if await settler.complete(job) else self._refused()
+            return "completed" if await settler.complete(job, self.result) else self._refused()
         text = describe_error(error)
         if isinstance(error, RetryLater):  # not a failure: the attempt is not spent
             log_retry_later(job, error.delay_ms, error, self.span)

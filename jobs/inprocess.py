@@ -174,16 +174,24 @@ class InProcessJobDriver:
         )
         return True
 
-    async def complete(self, job_id: str, lease_token: str) -> bool:
-        return self._complete(job_id, lease_token)
+    async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
+        return self._complete(job_id, lease_token, result)
 
-    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
-        return [self._complete(job_id, lease_token) for job_id, lease_token in jobs]
+    async def complete_many(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None = None
+    ) -> list[bool]:
+        if results is None:
+            return [self._complete(job_id, lease_token, None) for job_id, lease_token in jobs]
+        return [
+            self._complete(job_id, lease_token, result)
+            for (job_id, lease_token), result in zip(jobs, results, strict=True)
+        ]
 
-    def _complete(self, job_id: str, lease_token: str) -> bool:
+    def _complete(self, job_id: str, lease_token: str, result: str | None) -> bool:
         record = self._held(job_id, lease_token)
         if record is None:
             return False
+        record.result = result
         self._finish(record, "completed", None, self._clock.now_ms())
         return True
 

@@ -31,6 +31,7 @@ class JobRecord:
     expires_at: int = 0
     finished_at: int | None = None
     errors: tuple[tuple[int, int, str], ...] = ()  # (attempt, at, error); no list per job
+    result: str | None = None  # the handler's return value, JSON text
 
     def add_error(self, at: int, error: str) -> None:
         self.errors = (*self.errors, (self.attempts, at, error))[-MAX_ERRORS_KEPT:]
@@ -58,4 +59,5 @@ def job_info(record: JobRecord) -> JobInfo:
         trace_context=record.trace_context,
         stalls=record.stalls,
         max_stalls=record.max_stalls,
+        result=None if record.result is None else decode_payload(record.result),
     )

@@ -16,6 +16,14 @@ Instruments, and the attributes they carry:
   active, completed, failed, cancelled), for each store a runner works on; and
   ``jobs.queue.oldest_due_age`` (gauge, ms) per ``job.type``.
 
+- ``neverlost.audit.passes`` (counter): passes of the live loss auditor (``jobs.loss_audit``);
+  ``audit.result`` (ok, violation, error).
+- ``neverlost.audit.violations`` (gauge): what the auditor's last pass found, per
+  ``audit.check`` (outbox_unpublished, outbox_job_missing, due_stuck, due_no_worker,
+  active_stuck), 0 for a check that found nothing.
+- ``neverlost.audit.entries.checked`` (counter): published outbox entries whose job the auditor
+  looked up.
+
 The gauges are read from the store (``stats()``, or ``counts()`` for a driver without it; the
 outbox store's ``oldest_unpublished_age_ms()``) only when a metric reader collects, at most
 once per ``SAMPLE_INTERVAL_S``, in the background on the runner's or relay's event loop: a
@@ -53,6 +61,7 @@ __all__ = [
     "record_execution",
     "record_published",
     "record_published_batch",
+    "record_audit",
     "watch_outbox",
     "watch_queue",
 ]
@@ -282,4 +291,44 @@ _meter.create_observable_gauge(
     callbacks=[_observe_lag],
     unit="ms",
     description="Age of the oldest unpublished outbox entry (0: none)",
+)
+
+
+AUDIT_CHECKS = ("outbox_unpublished", "outbox_job_missing", "due_stuck", "due_no_worker",
+                "active_stuck")  # fmt: skip
+"""The live loss auditor's checks (``jobs.loss_audit``), as ``audit.check`` names them."""
+_audit_passes = _meter.create_counter(
+    "neverlost.audit.passes", unit="{pass}", description="Passes of the live loss auditor"
+)
+_audit_checked = _meter.create_counter(
+    "neverlost.audit.entries.checked",
+    unit="{entry}",
+    description="Published outbox entries whose job the loss auditor looked up",
+)
+_audit_last: dict[str, int] = {}
+
+
+def record_audit(result: str, violations: dict[str, int], entries_checked: int) -> None:
+    """One pass of the loss auditor: its result (ok, violation, error), what it found per
+    check (kept for the gauge; an error pass keeps the last), the entries it looked up."""
+    if result != "error":
+        _audit_last.clear()
+        _audit_last.update({check: violations.get(check, 0) for check in AUDIT_CHECKS})
+    if not metering():
+        return
+    _audit_passes.add(1, {"audit.result": result})
+    if entries_checked:
+        _audit_checked.add(entries_checked)
+
+
+def _observe_violations(options: CallbackOptions) -> Iterable[Observation]:
+    for check, count in _audit_last.items():
+        yield Observation(count, {"audit.check": check})
+
+
+_meter.create_observable_gauge(
+    "neverlost.audit.violations",
+    callbacks=[_observe_violations],
+    unit="{violation}",
+    description="What the live loss auditor's last pass found, per check",
 )

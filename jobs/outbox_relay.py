@@ -17,6 +17,9 @@ fallback. Lifecycle phase 20, started like the
 runner. The loop runs under a ``Supervisor`` (restarted after anything unexpected escapes it);
 ``health()`` says whether the store answered within three poll intervals and the loop is alive.
 The first claim checks the store: if it cannot be reached, one line says so, naming it.
+A relay registers its presence in the store (``jobs.relay_presence``, every
+``presence_interval_ms``), so ``neverlost stats`` can say NO RELAY when entries wait and none
+is alive.
 
 With ``retain_published_ms`` (``JobsSettings.retain_published_ms``, 7 days, wired by the
 autoconfiguration) a second supervised loop deletes entries published longer ago than that,
@@ -38,9 +41,11 @@ from .clock import to_datetime
 from .failures import FailureStreak
 from .metrics import record_published, record_published_batch, watch_outbox
 from .queue import JobQueue, NewJob
+from .relay_presence import DEFAULT_PRESENCE_INTERVAL_MS, RelayPresence
 from .retry import Backoff, exponential_backoff
 from .service import BackgroundService
 from .spi.outbox import OutboxPublisher, OutboxStore
+from .spi.outbox_audit import outbox_job_key
 from .spi.records import OutboxEntry
 from .telemetry import (
     current,
@@ -73,10 +78,13 @@ class OutboxRelay(BackgroundService):
         prune_interval_ms: int = 60_000,
         backoff: Backoff | None = None,
         auto_startup: bool = False,
+        presence_interval_ms: int = DEFAULT_PRESENCE_INTERVAL_MS,
     ) -> None:
-        if batch_size <= 0 or lease_ms <= 0 or poll_interval_ms <= 0 or prune_interval_ms <= 0:
+        sizes = (batch_size, lease_ms, poll_interval_ms, prune_interval_ms, presence_interval_ms)
+        if min(sizes) <= 0:
             raise ValueError(
-                "batch_size, lease_ms, poll_interval_ms and prune_interval_ms must be positive"
+                "batch_size, lease_ms, poll_interval_ms, prune_interval_ms and "
+                "presence_interval_ms must be positive"
             )
         if retain_published_ms is not None and retain_published_ms < 0:
             raise ValueError(
@@ -102,6 +110,7 @@ class OutboxRelay(BackgroundService):
         self._publish_failures = FailureStreak("publishing outbox entries", level="WARNING")
         self._mark_failures = FailureStreak("marking outbox entries published", level="WARNING")
         self._prune_failures = FailureStreak("pruning published outbox entries", level="WARNING")
+        self.presence = RelayPresence(store, presence_interval_ms, self._supervisor)
 
     @property
     def caught_up(self) -> bool:
@@ -121,6 +130,7 @@ class OutboxRelay(BackgroundService):
         self._supervisor.spawn(RELAY_LOOP, self._loop)
         if self.retain_published_ms is not None and not self._supervisor.running(PRUNE_LOOP):
             self._supervisor.spawn(PRUNE_LOOP, self._prune_loop)
+        self.presence.start()
         self._unwatch = watch_outbox(self.store)
 
     def _on_stop(self) -> None:
@@ -132,6 +142,7 @@ class OutboxRelay(BackgroundService):
         await self._supervisor.close()
         await self._finish_prefetched_claim()
         await self._marked()
+        await self.presence.close()
         self._unwatch()
 
     async def relay_once(self) -> int:
@@ -352,4 +363,4 @@ def _due(entry: OutboxEntry) -> tuple[datetime | None, int | None]:
 
 
 def _job_key(entry: OutboxEntry) -> str:
-    return entry.key if entry.key is not None else f"outbox:{entry.id}"
+    return outbox_job_key(entry.id, entry.key)

@@ -94,6 +94,7 @@ class JobRunner(BackgroundService):
             on_detach=self._detach,
             on_handler_done=self._free_slot,
             tally=self.tally,
+            max_result_bytes=self.settings.max_result_bytes,
         )
         self.stats: dict[str, int] = dict.fromkeys(
             ("claimed", "completed", "retry", "failed", "lease_lost", "cancelled", "abandoned"),

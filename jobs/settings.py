@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .options import check_max_stalls
+from .results import DEFAULT_MAX_RESULT_BYTES
 from .spi.records import DEFAULT_MAX_STALLS
 
 DAY_MS = 86_400_000
@@ -72,6 +73,9 @@ class JobsSettings:
     ``StalledTooOftenError``; stored with each job the queue enqueues, unless the job's
     handler or definition says otherwise. Stalls are not attempts: a deploy that kills the
     workers costs no attempt.
+    ``max_result_bytes`` (64 KiB) bounds the JSON text of a handler's return value, kept with
+    its completed job (``JobInfo.result``); a larger or non-JSON one fails the job for good
+    with ``ResultError`` (``jobs.results``).
     """
 
     concurrency: int = 10
@@ -80,6 +84,7 @@ class JobsSettings:
     poll_interval_ms: int = 1_000
     auto_start: bool = False
     max_payload_bytes: int = MIB
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     retain_completed_ms: int = DEFAULT_RETAIN_COMPLETED_MS
     retain_failed_ms: int = DEFAULT_RETAIN_FAILED_MS
     drain_timeout_ms: int | None = None
@@ -97,6 +102,7 @@ class JobsSettings:
             "lease_ms": self.lease_ms,
             "poll_interval_ms": self.poll_interval_ms,
             "max_payload_bytes": self.max_payload_bytes,
+            "max_result_bytes": self.max_result_bytes,
             "schedule_interval_ms": self.schedule_interval_ms,
         }
         for name, value in positive.items():

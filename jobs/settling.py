@@ -40,33 +40,38 @@ class Settler:
         self.lease_ms = lease_ms
         self.contact = contact or StoreContact()
         self._failures = FailureStreak("settling jobs", level="WARNING")
-        self._completes: Coalescer[tuple[str, str], bool] = Coalescer(
+        self._completes: Coalescer[tuple[str, str, str | None], bool] = Coalescer(
             self._complete_group, name="job completes", key=itemgetter(0)
         )
 
-    async def complete(self, job: ClaimedJob) -> bool:
+    async def complete(self, job: ClaimedJob, result: str | None = None) -> bool:
+        """Complete ``job``, keeping ``result`` (JSON text) in the same store write."""
         driver, completes = self.driver, self._completes
         try:
             if completes.go_alone():  # the common case: sent from here, one coroutine less
                 try:
-                    done = await driver.complete(job.id, job.lease_token)
+                    done = await _complete_one(driver, job.id, job.lease_token, result)
                 finally:
                     completes.alone_done()
             else:
-                done = await completes.submit((job.id, job.lease_token))
+                done = await completes.submit((job.id, job.lease_token, result))
         except Exception as exc:
             return await self.call_store(
-                lambda: driver.complete(job.id, job.lease_token), failed=exc
+                lambda: _complete_one(driver, job.id, job.lease_token, result), failed=exc
             )
         self.contact.answered()
         if self._failures.count:
             self._failures.succeeded()
         return done
 
-    async def _complete_group(self, group: list[tuple[str, str]]) -> list[bool]:
+    async def _complete_group(self, group: list[tuple[str, str, str | None]]) -> list[bool]:
         if len(group) == 1:
-            return [await self.driver.complete(*group[0])]
-        return await self.driver.complete_many(group)
+            return [await _complete_one(self.driver, *group[0])]
+        pairs = [(job_id, token) for job_id, token, _ in group]
+        results = [result for _, _, result in group]
+        if any(result is not None for result in results):
+            return await self.driver.complete_many(pairs, results)
+        return await self.driver.complete_many(pairs)
 
     async def retry(
         self, job: ClaimedJob, *, delay_ms: int, error: str, count_attempt: bool = True
@@ -138,3 +143,13 @@ class Settler:
             self._failures.failed(failed, retry_in_ms=delay_ms)
             failed = None
             await asyncio.sleep(delay_ms / 1000)
+
+
+def _complete_one(
+    driver: JobDriver, job_id: str, token: str, result: str | None
+) -> Awaitable[bool]:
+    """``driver.complete``, passing ``result`` only when there is one: a driver written before
+    results existed still completes the jobs of handlers that return None."""
+    if result is None:
+        return driver.complete(job_id, token)
+    return driver.complete(job_id, token, result)

@@ -80,7 +80,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
 from jobs.errors import DriverError, JobOptionError
-from jobs.spi import OutboxEntry
+from jobs.spi import (
+    OUTBOX_ENTRY_STATES,
+    OutboxEntry,
+    OutboxEntryInfo,
+    OutboxEntryPage,
+    OutboxStats,
+    OverdueEntry,
+    PublishedEntry,
+    RelayInfo,
+    RelayRegistration,
+)
 from jobs.spi.support import (
     MAX_KEY_LENGTH,
     Clock,
@@ -105,7 +115,13 @@ from ._database.sqlite_commits import sqlite_commits
 from ._database.statements import load_statements, text_statement
 from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
-from .rows import outbox_entry
+from .rows import (
+    outbox_entry,
+    outbox_entry_info,
+    overdue_entry,
+    published_entry,
+    relay_info,
+)
 from .tables import (
     add_missing_columns,
     check_columns,
@@ -125,6 +141,16 @@ PRUNE_BATCH = 1_000
 """At most this many published entries are deleted by one ``prune()``."""
 _PG_CONNECTIONS = 4
 """At most this many PostgreSQL connections run the store's statements (a relay uses one)."""
+
+
+def _read_cursor(cursor: str | None) -> tuple[int, str]:
+    """A ``list_entries`` cursor (``<created_at>:<id>``) as the page's lower bound."""
+    if cursor is None:
+        return -1, ""
+    at, sep, entry_id = cursor.partition(":")
+    if not sep or not at.lstrip("-").isdigit():
+        raise ValueError(f"not a cursor of list_entries: {cursor!r}")
+    return int(at), entry_id
 
 
 def _driver_connection(session: Session) -> Any:
@@ -212,7 +238,14 @@ class SQLAlchemyOutboxStore:
         url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyOutboxStore({url_text}, table {self._table.fullname})"
         quoted_table = dialect.identifier_preparer.format_table(self._table)
-        self._sql = load_statements(dialect.name, quoted_table, resource="outbox")
+        self._sql = load_statements(dialect.name, quoted_table, resource="outbox") | (
+            load_statements(
+                dialect.name,
+                dialect.identifier_preparer.format_table(self._schema.relays),
+                resource="relays",
+            )
+        )
+        self._sql.update(load_statements(dialect.name, quoted_table, resource="outbox_audit"))
         self._backend: Backend
         self._wakeups: PostgresWakeups | None = None
         self._listen_engine = listen_engine(
@@ -553,6 +586,89 @@ class SQLAlchemyOutboxStore:
         age = rows[0]["age_ms"] if rows else None
         return None if age is None else max(int(age), 0)
 
+    async def overdue_entries(self, older_than_ms: int, limit: int) -> list[OverdueEntry]:
+        """Up to ``limit`` unpublished entries appended more than ``older_than_ms`` ago, oldest
+        first (``jobs.spi.OutboxAuditReads``, for the live loss auditor): one statement over
+        the unpublished entries, as ``oldest_unpublished_age_ms``."""
+        rows = await self._fetch("audit_overdue", older_than_ms=older_than_ms, limit=limit)
+        return [overdue_entry(row) for row in rows]
+
+    async def published_entries(
+        self, *, after_ms: int, after_id: str = "", limit: int
+    ) -> list[PublishedEntry]:
+        """Up to ``limit`` entries published after ``(after_ms, after_id)``, in publishing
+        order (``jobs.spi.OutboxAuditReads``): a range of the index on ``published_at``."""
+        rows = await self._fetch(
+            "audit_published", after_ms=after_ms, after_id=after_id, limit=limit
+        )
+        return [published_entry(row) for row in rows]
+
+    # -- for operators (OutboxOperations) -----------------------------------------------------
+
+    async def outbox_stats(self) -> OutboxStats:
+        """Unpublished entries (how many, the oldest one's age, how many failed a hand-over)
+        and how many were published in the last hour; two index-backed counts."""
+        row = (await self._fetch("outbox_stats"))[0]
+        age = row["oldest_age_ms"]
+        return OutboxStats(
+            unpublished=int(row["unpublished"]),
+            oldest_age_ms=None if age is None else max(int(age), 0),
+            with_errors=int(row["with_errors"] or 0),
+            published_last_hour=int(row["published_last_hour"]),
+        )
+
+    async def register_relay(self, relay: RelayRegistration, ttl_ms: int) -> None:
+        """Record or refresh a live relay for ``ttl_ms`` (the ``<prefix>relays`` table)."""
+        if ttl_ms <= 0:
+            raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
+        await self._fetch(
+            "register_relay", id=relay.id, host=relay.host, pid=relay.pid, ttl_ms=ttl_ms
+        )
+
+    async def deregister_relay(self, relay_id: str) -> None:
+        await self._fetch("deregister_relay", id=relay_id)
+
+    async def list_relays(self) -> list[RelayInfo]:
+        """The live relays by start time; expired records are deleted in passing."""
+        if not self._postgres:  # PostgreSQL deletes them in the listing's statement
+            await self._fetch("prune_relays")
+        return [relay_info(row) for row in await self._fetch("list_relays")]
+
+    async def list_entries(
+        self,
+        *,
+        state: str | None = None,
+        type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> OutboxEntryPage:
+        """Entries oldest first (by ``created_at``, then id), ``limit`` at most (1-1000)."""
+        if state is not None and state not in OUTBOX_ENTRY_STATES:
+            raise ValueError(
+                f"state must be one of {', '.join(OUTBOX_ENTRY_STATES)} (or None), got {state!r}"
+            )
+        if not 1 <= limit <= 1_000:
+            raise ValueError(f"limit must be between 1 and 1000, got {limit}")
+        after_at, after_id = _read_cursor(cursor)
+        rows = await self._fetch(
+            "list_entries", state=state, type=type, after_at=after_at, after_id=after_id,
+            limit=limit + 1,
+        )  # fmt: skip
+        entries = [outbox_entry_info(row) for row in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = f"{int(last['created_at'])}:{last['id']}"
+        return OutboxEntryPage(entries=entries, next_cursor=next_cursor)
+
+    async def get_entry(self, entry_id: str) -> OutboxEntryInfo | None:
+        rows = await self._fetch("get_entry", id=entry_id)
+        return outbox_entry_info(rows[0]) if rows else None
+
+    async def retry_entry(self, entry_id: str) -> bool:
+        """Make an unpublished entry claimable now; False if it is published or unknown."""
+        return bool(await self._fetch("retry_entry", id=entry_id))
+
     async def wait_for_entries(self, timeout_ms: int) -> None:
         """Return after a commit that appended (here, or on PostgreSQL anywhere; on SQLite any
         commit to the file by another connection, ``_database.sqlite_commits``), or timeout.
@@ -618,9 +734,12 @@ class SQLAlchemyOutboxStore:
         await conn.run_sync(self._create_and_check)
 
     def _create_and_check(self, connection: Connection) -> None:
-        """Create the table unless it exists; add the columns a later version gave it
-        (``add_missing_columns``: ``run_at``, ``max_attempts``); StoreSchemaError if it still
-        lacks one."""
+        """Create the entries and relays tables unless they exist; add the columns a later
+        version gave the entries (``add_missing_columns``: ``run_at``, ``max_attempts``);
+        StoreSchemaError if one still lacks a column."""
+        relays = self._schema.relays
+        if column_names(connection, relays) is None:
+            create_missing(connection, {relays: None})
         table = self._table
         columns = column_names(connection, table)
         if columns is None:
@@ -657,4 +776,3 @@ class SQLAlchemyOutboxStore:
         if detail is None:
             self._listen_lost = True
         self._signal.set()
-

@@ -17,6 +17,10 @@ from jobs.spi import (
     JobState,
     JobStateCounts,
     OutboxEntry,
+    OutboxEntryInfo,
+    OverdueEntry,
+    PublishedEntry,
+    RelayInfo,
     WorkerInfo,
 )
 from jobs.spi.support import decode_payload, to_datetime
@@ -90,6 +94,7 @@ def job_info(row: Row) -> JobInfo:
         errors=failed_attempts(row["errors"]),
         stalls=row["stalls"],
         max_stalls=row["max_stalls"],
+        result=None if row["result"] is None else decode_payload(row["result"]),
     )
 
 
@@ -142,6 +147,40 @@ def outbox_entry(row: Row) -> OutboxEntry:
     )
 
 
+def outbox_entry_info(row: Row) -> OutboxEntryInfo:
+    """A row of the outbox's ``list_entries``/``get_entry`` (``now``: the store's clock)."""
+    published = row["published_at"]
+    return OutboxEntryInfo(
+        id=row["id"],
+        type=row["type"],
+        payload=decode_payload(row["payload"]),
+        key=row["key"],
+        created_at=to_datetime(row["created_at"]),
+        available_at=to_datetime(row["available_at"]),
+        published_at=None if published is None else to_datetime(published),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        leased=(
+            published is None
+            and row["lease_token"] is not None
+            and int(row["available_at"]) > int(row["now"])
+        ),
+        run_at_ms=row["run_at"],
+        max_attempts=row["max_attempts"],
+    )
+
+
+def relay_info(row: Row) -> RelayInfo:
+    """A row of the outbox's relays table."""
+    return RelayInfo(
+        id=row["id"],
+        host=row["host"],
+        pid=row["pid"],
+        started_at=to_datetime(row["started_at"]),
+        last_seen=to_datetime(row["last_seen"]),
+    )
+
+
 def first_of_each_key(jobs: Sequence[JobRequest]) -> list[JobRequest]:
     """The batch without later repeats of a key (the first of a key wins, as one by one)."""
     seen: set[str] = set()
@@ -169,3 +208,28 @@ def batch_params(jobs: Sequence[JobRequest], *, postgres: bool) -> dict[str, Any
              "trace_contexts", "keep_untils", "max_stalls")  # fmt: skip
     arrays = zip(*columns, strict=True)
     return {name: list(values) for name, values in zip(names, arrays, strict=True)}
+
+
+def overdue_entry(row: Row) -> OverdueEntry:
+    """A row of the auditor's ``audit_overdue``."""
+    return OverdueEntry(
+        id=row["id"],
+        type=row["type"],
+        key=row["key"],
+        created_at=to_datetime(row["created_at"]),
+        age_ms=max(int(row["age_ms"]), 0),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        leased=bool(row["leased"]),
+    )
+
+
+def published_entry(row: Row) -> PublishedEntry:
+    """A row of the auditor's ``audit_published``."""
+    return PublishedEntry(
+        id=row["id"],
+        type=row["type"],
+        key=row["key"],
+        created_at=to_datetime(row["created_at"]),
+        published_at_ms=int(row["published_at"]),
+    )

@@ -328,7 +328,12 @@ class SQLAlchemyJobStore:
         return bool(rows)
 
     def _finish_params(
-        self, job_id: str, lease_token: str, state: str, error: str | None
+        self,
+        job_id: str,
+        lease_token: str,
+        state: str,
+        error: str | None,
+        result: str | None = None,
     ) -> dict[str, Any]:
         """The ``finish`` statement's parameters but ``now`` (``complete``, ``fail`` and an
         inbox's ``complete_in``)."""
@@ -337,12 +342,13 @@ class SQLAlchemyJobStore:
             "lease_token": lease_token,
             "state": state,
             "error": error,
+            "result": result,
             "retain_ms": self._retention.of_state(state),
             "max_errors": MAX_ERRORS_KEPT,
         }
 
-    async def complete(self, job_id: str, lease_token: str) -> bool:
-        return await self._finish(job_id, lease_token, "completed", None)
+    async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
+        return await self._finish(job_id, lease_token, "completed", None, result)
 
     def completes_in(self, bind: Any) -> bool:
         """``jobs.spi.CompletesInTransaction``: whether ``bind`` (a SQLAlchemy Engine or
@@ -365,12 +371,15 @@ class SQLAlchemyJobStore:
         params["now"] = self._now()
         return self._in_transaction.complete_sync(connection, params)
 
-    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
-        """The batch in one statement, so one round trip and one commit on either database."""
+    async def complete_many(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None = None
+    ) -> list[bool]:
+        """The batch in one statement, so one round trip and one commit on either database;
+        the results in that same statement."""
         if not jobs:
             self._check_open()
             return []
-        params = self._pairs(jobs)
+        params = self._completions(jobs, results)
         rows = await self._fetch("complete_many", retain_ms=self._retention.completed_ms, **params)
         completed = {row["id"] for row in rows}
         return [job_id in completed for job_id, _ in jobs]
@@ -591,6 +600,19 @@ class SQLAlchemyJobStore:
             }
         return {"jobs": json.dumps(jobs)}
 
+    def _completions(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None
+    ) -> dict[str, Any]:
+        """``complete_many``'s parameters: the pairs, and each job's result by position."""
+        if self._postgres:
+            params = self._pairs(jobs)
+            params["results"] = [None] * len(jobs) if results is None else list(results)
+            return params
+        if results is None:
+            return {"jobs": json.dumps(jobs), "with_results": 0}
+        triples = [(*pair, result) for pair, result in zip(jobs, results, strict=True)]
+        return {"jobs": json.dumps(triples), "with_results": 1}
+
     def _types(self, types: Collection[str]) -> Any:
         return list(types) if self._postgres else json.dumps(list(types))
 
@@ -630,8 +652,16 @@ class SQLAlchemyJobStore:
         if self._wakeups is not None and not self._closed:
             self._wakeups.announce(job_type)
 
-    async def _finish(self, job_id: str, lease_token: str, state: str, error: str | None) -> bool:
-        rows = await self._fetch("finish", **self._finish_params(job_id, lease_token, state, error))
+    async def _finish(
+        self,
+        job_id: str,
+        lease_token: str,
+        state: str,
+        error: str | None,
+        result: str | None = None,
+    ) -> bool:
+        params = self._finish_params(job_id, lease_token, state, error, result)
+        rows = await self._fetch("finish", **params)
         return bool(rows)
 
     async def _prepare_schema(self) -> None:

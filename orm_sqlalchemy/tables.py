@@ -11,6 +11,8 @@ of its lease while active, NULL once finished. One partial index on it serves th
 due". A finished row stays until ``expires_at`` (``max(finished_at + retention, keep_until)``):
 while it exists its key drops repeats; past it the row reads as gone and is pruned.
 ``stalls`` counts the leases that expired without a settle, bounded by ``max_stalls``.
+``result`` is a completed job's result (the handler's return value, JSON text), written by the
+completing statement itself and gone with the row.
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
@@ -210,6 +212,7 @@ def job_schema(
         Column(
             "max_stalls", Integer, nullable=False, server_default=text(str(DEFAULT_MAX_STALLS))
         ),
+        Column("result", Text, nullable=True),  # the handler's return value, JSON text
         schema=schema,
     )
     claimable = jobs.c.due_at.is_not(None)
@@ -476,11 +479,13 @@ def _drop_full_key_constraint(connection: Connection, jobs: Table) -> None:
 
 @dataclass(frozen=True, slots=True)
 class OutboxSchema:
-    """The outbox table of one prefix, the MetaData holding it and its LISTEN/NOTIFY channel."""
+    """The outbox table of one prefix, the live relays' table, the MetaData holding them and
+    the entries' LISTEN/NOTIFY channel."""
 
     metadata: MetaData
     entries: Table
     notify_channel: str
+    relays: Table
 
 
 def outbox_schema(
@@ -489,16 +494,18 @@ def outbox_schema(
     *,
     schema: str | None = None,
 ) -> OutboxSchema:
-    """The outbox table ``<prefix>entries`` in ``metadata`` (a new MetaData when None).
+    """The outbox table ``<prefix>entries`` and the live relays' ``<prefix>relays`` in
+    ``metadata`` (a new MetaData when None).
 
-    If ``metadata`` already holds that table (another store made it), it is reused.
+    If ``metadata`` already holds those tables (another store made them), they are reused.
     """
     metadata = metadata if metadata is not None else MetaData()
     name = f"{check_table_prefix(table_prefix)}entries"
     qualified = name if schema is None else f"{schema}.{name}"
+    relays = _relays_table(metadata, f"{table_prefix}relays", schema)
     existing = metadata.tables.get(qualified)
     if existing is not None:  # a second store on a shared MetaData
-        return OutboxSchema(metadata, existing, notify_channel("outbox", qualified))
+        return OutboxSchema(metadata, existing, notify_channel("outbox", qualified), relays)
     entries = Table(
         name,
         metadata,
@@ -541,7 +548,27 @@ def outbox_schema(
         postgresql_where=keyed,
         sqlite_where=keyed,
     )
-    return OutboxSchema(metadata, entries, notify_channel("outbox", qualified))
+    return OutboxSchema(metadata, entries, notify_channel("outbox", qualified), relays)
+
+
+def _relays_table(metadata: MetaData, name: str, schema: str | None) -> Table:
+    """The live relays of an outbox (``register_relay``): one row each, until ``expires_at``."""
+    existing = metadata.tables.get(name if schema is None else f"{schema}.{name}")
+    if existing is not None:
+        return existing
+    relays = Table(
+        name,
+        metadata,
+        Column("id", String(255), primary_key=True),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("started_at", BigInteger, nullable=False),
+        Column("last_seen", BigInteger, nullable=False),
+        Column("expires_at", BigInteger, nullable=False),
+        schema=schema,
+    )
+    Index(f"ix_{name}_expires", relays.c.expires_at)
+    return relays
 
 
 @dataclass(frozen=True)

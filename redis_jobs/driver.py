@@ -270,14 +270,16 @@ class RedisJobDriver:
             await self._scripts.per_job("heartbeat", shared, job_keys, job_args, durable=False)
         )
 
-    async def complete(self, job_id: str, lease_token: str) -> bool:
-        return await self._finish(job_id, lease_token, "completed", None)
+    async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
+        return await self._finish(job_id, lease_token, "completed", result)
 
-    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
-        """The batch in one round trip (``ScriptRunner.batch``); a token that names no type
-        is stale without a call."""
+    async def complete_many(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None = None
+    ) -> list[bool]:
+        """The batch in one round trip (``ScriptRunner.batch``), each job's result in its own
+        arguments; a token that names no type is stale without a call."""
         self._check_open()
-        results = [False] * len(jobs)
+        done = [False] * len(jobs)
         keys = self._keys
         positions: list[int] = []
         parts: list[tuple[list[str], list[ScriptArg]]] = []
@@ -285,12 +287,13 @@ class RedisJobDriver:
             job_type = _token_type(token)
             if job_type is not None:
                 positions.append(position)
-                parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, ""]))
+                result = "" if results is None else results[position] or ""
+                parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, result]))
         if parts:
             statuses = await self._scripts.batch("finish", self._finish_of("completed"), parts)
             for position, status in zip(positions, statuses, strict=True):
-                results[position] = bool(status)
-        return results
+                done[position] = bool(status)
+        return done
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
         return await self._finish(job_id, lease_token, "failed", error)
@@ -497,13 +500,14 @@ class RedisJobDriver:
     def _text(self, value: Any) -> str:
         return value.decode(*self._topology.encoding) if isinstance(value, bytes) else str(value)
 
-    async def _finish(self, job_id: str, token: str, state: JobState, error: str | None) -> bool:
+    async def _finish(self, job_id: str, token: str, state: JobState, text: str | None) -> bool:
+        """Complete (``text``: the result) or fail (``text``: the error) a held job."""
         self._check_open()
         job_type = _token_type(token)
         if job_type is None:
             return False
         job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
-        job_args: list[ScriptArg] = [job_id, token, error or ""]
+        job_args: list[ScriptArg] = [job_id, token, text or ""]
         shared = self._finish_of(state)
         return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
 

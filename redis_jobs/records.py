@@ -42,6 +42,7 @@ def job_info(job_id: str, record: dict[str, str]) -> JobInfo:
             ),
             stalls=int(record.get("stalls", 0)),
             max_stalls=int(record.get("max_stalls", DEFAULT_MAX_STALLS)),
+            result=decode_payload(record["result"]) if "result" in record else None,
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RedisScriptError(f"job record of {job_id!r} is malformed: {exc!r}") from exc

@@ -7,7 +7,14 @@ imported lazily, through ``LAZY_COMMANDS``. ``target_options`` / ``target_spec``
 
 from __future__ import annotations
 
-from . import audit_command, enqueue_command, read_commands, worker_command, write_commands
+from . import (
+    audit_command,
+    enqueue_command,
+    loss_audit_command,
+    read_commands,
+    worker_command,
+    write_commands,
+)
 from .errors import CliUsageError, CommandFailed, StoreError
 from .group import LAZY_COMMANDS, NeverlostGroup, cli
 from .running import run_on_target
@@ -34,6 +41,7 @@ __all__ = [
 _COMMAND_MODULES = (
     audit_command,
     enqueue_command,
+    loss_audit_command,
     read_commands,
     worker_command,
     write_commands,

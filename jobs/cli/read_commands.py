@@ -26,6 +26,7 @@ from .errors import CliUsageError, CommandFailed
 from .group import cli
 from .hints import check_type_known, other_namespaces, settle_all
 from .history import history_renderable, history_view
+from .outbox_view import outbox_line, outbox_view
 from .redact import redact_keys_option
 from .render import cell_text, console, json_option, literal, one_line, print_json, table
 from .running import STORE_FAILURES, describe_failure, run_on_target
@@ -37,7 +38,9 @@ STAT_COLUMNS = ("due", "scheduled", "active", "completed", "failed", "cancelled"
 
 async def _stats_view(target: Target) -> dict[str, Any]:
     """Per type numbers, and which types have due jobs but no live worker to run them."""
-    stats, workers = await settle_all(target.queue.stats(), target.queue.workers())
+    stats, workers, outbox = await settle_all(
+        target.queue.stats(), target.queue.workers(), outbox_view(target.outbox)
+    )
     served = {job_type for worker in workers for job_type in worker.types}
     rows = []
     for job_type in sorted(stats):
@@ -47,7 +50,7 @@ async def _stats_view(target: Target) -> dict[str, Any]:
         row["oldest_due_age_ms"] = record.oldest_due_age_ms
         row["unserved"] = record.due > 0 and job_type not in served
         rows.append(row)
-    return {"types": rows, "workers": len(workers)}
+    return {"types": rows, "workers": len(workers), "outbox": outbox}
 
 
 def _stats_renderable(view: dict[str, Any], store: str) -> Group:
@@ -71,7 +74,9 @@ def _stats_renderable(view: dict[str, Any], store: str) -> Group:
         notes.append(f"due but no live worker handles: {', '.join(unserved)}")
     if not rows:
         notes.insert(0, "no jobs")
-    return Group(shown, literal("; ".join(notes)))
+    if view.get("outbox") is None:
+        return Group(shown, literal("; ".join(notes)))
+    return Group(shown, literal("; ".join(notes)), literal(outbox_line(view["outbox"])))
 
 
 @cli.command()
@@ -93,7 +98,10 @@ def stats(
 ) -> None:
     """Jobs per type: due, scheduled, active, completed, failed, cancelled, oldest due age.
 
-    Types with due jobs and no live worker handling them are flagged NO WORKER.
+    Types with due jobs and no live worker handling them are flagged NO WORKER. With an APP
+    that has an outbox store, a line (JSON: "outbox") counts its unpublished entries, the
+    oldest one's age, those whose hand-over failed, those published in the last hour and the
+    live relays, flagged NO RELAY when entries wait and no relay is alive.
     """
     spec = target_spec(params)
     if watch and as_json:
@@ -289,7 +297,8 @@ def show_job(
         if info is None:
             raise CommandFailed(f"no job {'with key ' + repr(key) if key else repr(job_id)}")
         if redact is not None:
-            info = dataclasses.replace(info, payload=redact(info.payload))
+            result = None if info.result is None else redact(info.result)
+            info = dataclasses.replace(info, payload=redact(info.payload), result=result)
         if as_json:
             print_json(info)
             return
@@ -304,9 +313,8 @@ def show_job(
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
         out.print(_json_panel("payload", info.payload))
-        result = getattr(info, "result", None)  # JobInfo.result, once workflows store it
-        if result is not None:
-            out.print(_json_panel("result", result))
+        if info.result is not None:
+            out.print(_json_panel("result", info.result))
         for failed in info.errors:
             title = Text(f"attempt {failed.attempt} failed at {cell_text(failed.at).plain}")
             out.print(Panel(literal(failed.error, multiline=True), title=title, title_align="left"))

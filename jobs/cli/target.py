@@ -21,8 +21,8 @@ from ..errors import MissingExtraError
 from ..health import store_name
 from ..queue import JobQueue
 from ..redaction import redact_url
-from ..spi import JobDriver
-from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_QUEUE
+from ..spi import JobDriver, OutboxStore
+from ..tokens import JOB_DRIVER, JOB_HANDLER_REGISTRY, JOB_QUEUE, OUTBOX_STORE
 from .errors import CliUsageError
 from .loading import load_builder
 
@@ -62,6 +62,13 @@ class Target:
         self.driver = driver
         self.queue = queue
         self.context = context
+
+    @property
+    def outbox(self) -> OutboxStore | None:
+        """The APP's outbox store (bean ``outbox_store``), if it declares one."""
+        if self.context is None or OUTBOX_STORE.name not in self.context:
+            return None
+        return self.context.get_value(OUTBOX_STORE)
 
     @property
     def description(self) -> str:

@@ -24,7 +24,8 @@ from .inbox import (
     JobInbox,
     SyncJobInbox,
 )
-from .outbox import OutboxPublisher, OutboxStore
+from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
+from .outbox_audit import OutboxAuditReads, OverdueEntry, PublishedEntry
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
@@ -35,6 +36,7 @@ from .records import (
     FINISHED_STATES,
     JOB_STATES,
     MAX_ERRORS_KEPT,
+    OUTBOX_ENTRY_STATES,
     AuditEntry,
     AuditPage,
     ClaimedJob,
@@ -46,7 +48,12 @@ from .records import (
     JobStateCounts,
     JobTypeStats,
     OutboxEntry,
+    OutboxEntryInfo,
+    OutboxEntryPage,
+    OutboxStats,
     OutcomeCount,
+    RelayInfo,
+    RelayRegistration,
     WorkerInfo,
     WorkerRegistration,
     stalled_error,
@@ -91,6 +98,16 @@ __all__ = [
     "OutboxStore",
     "OutboxPublisher",
     "OutboxEntry",
+    "OutboxAuditReads",
+    "OverdueEntry",
+    "PublishedEntry",
+    "OutboxOperations",
+    "OutboxStats",
+    "RelayRegistration",
+    "RelayInfo",
+    "OutboxEntryInfo",
+    "OutboxEntryPage",
+    "OUTBOX_ENTRY_STATES",
     # the inbox (effects exactly once)
     "JobInbox",
     "SyncJobInbox",

@@ -97,14 +97,22 @@ class JobStore(Protocol):
         """Extend the lease to now + ``lease_ms``; False (and no write) if the token is stale."""
         ...
 
-    async def complete(self, job_id: str, lease_token: str) -> bool:
-        """Mark the job completed; False (and no write) if the token is stale."""
+    async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
+        """Mark the job completed, keeping ``result`` (the handler's return value as JSON text,
+        None: it returned None) in the same write; False (and no write) if the token is stale.
+
+        The runner passes ``result`` only when there is one, so a driver written before results
+        existed still completes jobs whose handlers return None.
+        """
         ...
 
-    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+    async def complete_many(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None = None
+    ) -> list[bool]:
         """Complete a batch of ``(job_id, lease_token)`` in one statement or script; one result
         per job, in order, each as ``complete`` would answer it (a stale token: False, and no
-        write for that job alone). A batch never holds a job twice; an empty one makes no call.
+        write for that job alone). ``results``: each job's result text, by position (None: no
+        result for any). A batch never holds a job twice; an empty one makes no call.
         The runner coalesces its completes into this call (``settling.Settler``).
         """
         ...

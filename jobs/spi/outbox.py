@@ -15,12 +15,19 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_chec
 
 from pydantic import BaseModel
 
-from .records import OutboxEntry
+from .records import (
+    OutboxEntry,
+    OutboxEntryInfo,
+    OutboxEntryPage,
+    OutboxStats,
+    RelayInfo,
+    RelayRegistration,
+)
 
 if TYPE_CHECKING:
     from ..definitions import JobDefinition
 
-__all__ = ["OutboxStore", "OutboxPublisher"]
+__all__ = ["OutboxStore", "OutboxPublisher", "OutboxOperations"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -107,6 +114,56 @@ class OutboxStore(Protocol):
 
     async def close(self) -> None:
         """Release what the store owns. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class OutboxOperations(Protocol):
+    """What operators read and do on an outbox store (optional: ``neverlost stats``, ``neverlost
+    outbox``, the dashboard's Outbox page and relay presence use it when the store has it).
+
+    Relays register their presence like runners do (``WorkerRegistry``): a record that lives
+    ``ttl_ms`` after its last refresh, so a dead relay drops out of ``list_relays()`` by itself.
+    """
+
+    async def outbox_stats(self) -> OutboxStats:
+        """Counts over unpublished entries (index-backed) and entries published in the last
+        hour."""
+        ...
+
+    async def register_relay(self, relay: RelayRegistration, ttl_ms: int) -> None:
+        """Record or refresh a live relay until ``ttl_ms`` from now (its ``started_at`` kept
+        while the record lives)."""
+        ...
+
+    async def deregister_relay(self, relay_id: str) -> None:
+        """Forget a relay (a clean stop); unknown ids are ignored."""
+        ...
+
+    async def list_relays(self) -> list[RelayInfo]:
+        """The live relays, by start time."""
+        ...
+
+    async def list_entries(
+        self,
+        *,
+        state: str | None = None,
+        type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> OutboxEntryPage:
+        """Entries oldest first, filtered by ``state`` (``OUTBOX_ENTRY_STATES``; None: any) and
+        ``type``; ``cursor`` from the previous page's ``next_cursor``."""
+        ...
+
+    async def get_entry(self, entry_id: str) -> OutboxEntryInfo | None:
+        """One entry, or None."""
+        ...
+
+    async def retry_entry(self, entry_id: str) -> bool:
+        """Make an unpublished entry claimable now (its retry delay or lease dropped); False,
+        writing nothing, if it is published or gone. A relay holding it may still publish it:
+        the job's key drops a second hand-over."""
         ...
 
 

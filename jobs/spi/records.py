@@ -170,6 +170,9 @@ class JobInfo:
     """How many times the job's lease expired without a settle (a crashed, killed or lost
     worker): counted apart from ``attempts``, bounded by ``max_stalls``."""
     max_stalls: int = DEFAULT_MAX_STALLS
+    result: Any = None
+    """What the handler returned (decoded JSON), kept with the completed job for as long as the
+    job is retained; None when it returned None, or the job did not complete."""
 
 
 # -- operations ------------------------------------------------------------------------------
@@ -310,3 +313,78 @@ class OutboxEntry:
     trace_context: str | None = None
     run_at_ms: int | None = None
     max_attempts: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxStats:
+    """The outbox at one moment, for operators (``OutboxOperations.outbox_stats``).
+
+    ``unpublished``: entries not yet handed over; ``oldest_age_ms``: how long the oldest of them
+    has waited (by the store's clock; None when none waits); ``with_errors``: unpublished
+    entries whose last hand-over failed (``last_error`` set); ``published_last_hour``: entries
+    marked published in the last hour (those retention has not pruned yet).
+    """
+
+    unpublished: int
+    oldest_age_ms: int | None
+    with_errors: int
+    published_last_hour: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelayRegistration:
+    """What a relay says about itself each presence interval."""
+
+    id: str
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelayInfo:
+    """A live relay as ``list_relays()`` reports it; times by the store's clock."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen: datetime
+
+
+OUTBOX_ENTRY_STATES = ("unpublished", "failing", "published")
+"""What ``list_entries(state=...)`` takes: waiting, waiting after a failed hand-over (a subset of
+unpublished), handed over."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxEntryInfo:
+    """An outbox entry as an operator sees it (``list_entries``, ``get_entry``); times by the
+    store's clock. ``available_at``: when a relay may claim it next (its lease or retry delay
+    ends then); ``leased``: a relay holds it now."""
+
+    id: str
+    type: str
+    payload: Any
+    key: str | None
+    created_at: datetime
+    available_at: datetime
+    published_at: datetime | None
+    attempts: int
+    last_error: str | None
+    leased: bool
+    run_at_ms: int | None = None
+    max_attempts: int | None = None
+
+    @property
+    def state(self) -> str:
+        if self.published_at is not None:
+            return "published"
+        return "failing" if self.last_error is not None else "unpublished"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxEntryPage:
+    """One page of ``list_entries``, oldest first; ``next_cursor`` for the next."""
+
+    entries: list[OutboxEntryInfo]
+    next_cursor: str | None = None

@@ -23,6 +23,7 @@ from .conformance_batches import BatchConformance
 from .conformance_counters import CountersConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
+from .conformance_results import ResultsConformance
 from .conformance_runner import RunnerConformance
 from .conformance_stalls import StallConformance
 from .dashboard_cases import DashboardConformance
@@ -49,6 +50,7 @@ class DriverConformance(
     DashboardConformance,
     RunnerConformance,
     OptionsConformance,
+    ResultsConformance,
     StallConformance,
     MalformedRecordConformance,
 ):

@@ -240,15 +240,21 @@ class _Watch:
             self._idle.set()
         return jobs
 
-    async def complete(self, job_id: str, lease_token: str) -> bool:
+    async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
         try:
-            return await self._driver.complete(job_id, lease_token)
+            if result is None:
+                return await self._driver.complete(job_id, lease_token)
+            return await self._driver.complete(job_id, lease_token, result)
         finally:
             self._settled(job_id)
 
-    async def complete_many(self, jobs: Sequence[tuple[str, str]]) -> list[bool]:
+    async def complete_many(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None = None
+    ) -> list[bool]:
         try:
-            return await self._driver.complete_many(jobs)
+            if results is None:
+                return await self._driver.complete_many(jobs)
+            return await self._driver.complete_many(jobs, results)
         finally:
             for job_id, _ in jobs:
                 self._settled(job_id)

@@ -122,7 +122,9 @@ class Pages:
         job = await self.source.job(job_id)
         if job is None:
             raise HTTPException(404, "no such job: it never existed, or retention removed it")
-        payload = job.payload if self.redact is None else self.redact(job.payload)
+        redact = self.redact
+        payload = job.payload if redact is None else redact(job.payload)
+        result = job.result if redact is None or job.result is None else redact(job.result)
         whole = request.query_params.get("payload") == "all"
         return self.renderer.page(
             request,
@@ -131,6 +133,7 @@ class Pages:
             now=now_ms(),
             job=job,
             payload=PayloadView.of(payload, whole=whole),
+            result=None if result is None else PayloadView.of(result, whole=whole),
             errors=job.errors,
         )
 

@@ -6,7 +6,8 @@
 --
 -- ARGV[1]  now ms, or '' for the server's TIME
 -- ARGV[2]  'completed' or 'failed'   ARGV[3]  retention ms   ARGV[4]  expiry margin ms
--- then 3 per job:  id, lease token, error text (kept when failing)
+-- then 3 per job:  id, lease token, error text (kept when failing) or, when completing, the
+--                  job's result (JSON text; '' for none)
 --
 -- Returns per job: 1 finished, 0 (nothing written) the token does not hold the job. A job is
 -- kept until max(now + retention, keep_until) by the script clock; its record and key index
@@ -43,6 +44,9 @@ end
 local function apply(k, a, job, index, errors)
   finish(call, KEYS[k + 1], ARGV[a + 1], job, state, 'active', KEYS[k + 2], index,
     failing and ARGV[a + 3] or nil, errors)
+  if not failing and ARGV[a + 3] ~= '' then
+    redis.call('HSET', KEYS[k + 1], 'result', ARGV[a + 3])
+  end
   finished_any = true
   return 1
 end

@@ -117,7 +117,8 @@ NOT_A_CONFIGURATION = 42
 
 @configuration
 class CliOutboxApp(CliTestApp):
-    """CliTestApp with an outbox on the same SQLite file (so the worker runs the relay)."""
+    """CliTestApp with an outbox on the same database (so the worker runs the relay); its
+    table prefix is ``CLI_TEST_OUTBOX_PREFIX`` (default ``outbox_``)."""
 
     @entry()
     def engine(self) -> AsyncEngine:
@@ -129,7 +130,8 @@ class CliOutboxApp(CliTestApp):
 
     @entry(OUTBOX_STORE)
     def outbox_store(self, transaction_manager: SQLAlchemyTransactionManager) -> OutboxStore:
-        return SQLAlchemyOutboxStore(transaction_manager=transaction_manager)
+        prefix = os.environ.get("CLI_TEST_OUTBOX_PREFIX", "outbox_")
+        return SQLAlchemyOutboxStore(transaction_manager=transaction_manager, table_prefix=prefix)
 
 
 class SharedInProcessDriver(InProcessJobDriver):

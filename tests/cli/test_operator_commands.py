@@ -37,6 +37,7 @@ OPERATION_STORES = [
 ]
 
 ERROR = "RuntimeError: the mail provider said no"
+RESULT = {"done1": {"sent": 1, "to": ["a@b.c"]}, "done2": None}
 
 
 @dataclass
@@ -59,10 +60,10 @@ class Store:
         return json.loads(result.stdout)
 
 
-async def _settle(driver: JobDriver, job_type: str, how: str) -> None:
+async def _settle(driver: JobDriver, job_type: str, how: str, result: str | None = None) -> None:
     (claimed,) = await driver.claim(1, 30_000, [job_type])
     if how == "complete":
-        assert await driver.complete(claimed.id, claimed.lease_token)
+        assert await driver.complete(claimed.id, claimed.lease_token, result)
     else:
         assert await driver.fail(claimed.id, claimed.lease_token, error=ERROR)
 
@@ -74,7 +75,8 @@ async def _populate(driver: JobDriver) -> dict[str, str]:
     try:
         for name in ("done1", "done2"):
             ids[name] = str(await queue.enqueue("cli.sleep", {"job": name}))
-            await _settle(driver, "cli.sleep", "complete")
+            result = RESULT[name]
+            await _settle(driver, "cli.sleep", "complete", result and json.dumps(result))
         ids["failed"] = str(await queue.enqueue("cli.fail", {"order": 7}, max_attempts=1))
         await _settle(driver, "cli.fail", "fail")
         ids["due"] = str(await queue.enqueue("cli.sleep", {"job": "due"}, key="receipt:7"))
@@ -153,6 +155,15 @@ def test_jobs_list_and_show_print_the_jobs_as_stored(store: Store) -> None:
     ), table.stdout
     assert datetime.fromisoformat(shown["created_at"]) <= datetime.now(UTC)
     assert store.json("jobs", "show", "--key", "receipt:7")["id"] == store.ids["due"]
+
+    assert shown["result"] is None
+    done = store.json("jobs", "show", store.ids["done1"])
+    assert done["result"] == RESULT["done1"]
+    assert store.json("jobs", "show", store.ids["done2"])["result"] is None
+    done_table = store.run("jobs", "show", store.ids["done1"])
+    assert done_table.exit_code == 0, done_table.output
+    assert "result" in done_table.stdout
+    assert '"to": [' in done_table.stdout, done_table.stdout
 
     missing = store.run("jobs", "show", "no-such-job")
     assert missing.exit_code == 1

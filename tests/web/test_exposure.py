@@ -4,6 +4,7 @@ cut with a way to see all of it, and the ``redact`` hook (httpx on the ASGI app,
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -128,3 +129,19 @@ async def test_the_redact_hook_decides_what_the_job_page_shows(queue: JobQueue) 
     stored = await queue.get_job(str(job_id))
     assert stored is not None
     assert stored.payload == payload  # shown redacted, kept as it was
+
+
+async def test_the_job_page_shows_the_result_redacted_like_the_payload(queue: JobQueue) -> None:
+    job_id = str(await queue.enqueue("user.create", {"user": "ann"}))
+    (claimed,) = await queue.driver.claim(1, 30_000, ["user.create"])
+    result = {"id": 42, "password": "hunter2", "note": "<b>made</b>"}
+    assert await queue.driver.complete(job_id, claimed.lease_token, json.dumps(result))
+    async with client_for(create_dashboard(queue, redact=redact_keys(["password"]))) as client:
+        page = await client.get(f"/job/{job_id}")
+    assert 'data-testid="result"' in page.text
+    assert "&#34;id&#34;: 42" in page.text
+    assert "hunter2" not in page.text
+    assert "&lt;b&gt;made&lt;/b&gt;" in page.text
+    async with client_for(create_dashboard(queue)) as client:
+        unfinished = await client.get(f"/job/{await queue.enqueue('user.create', {})}")
+    assert 'data-testid="result"' not in unfinished.text

@@ -22,7 +22,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    result = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -65,7 +66,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    result = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -143,10 +145,11 @@ RETURNING 1;
 
 -- name: finish
 -- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
+-- :result is a completed job's result (JSON text; NULL for none, and for a fail).
 -- A retry's or fail's error is appended to errors, a JSON array of [attempt, at, error], newest
 -- last, the last :max_errors kept.
 UPDATE {table} SET
-    state = :state, lease_token = NULL, due_at = NULL,
+    state = :state, lease_token = NULL, due_at = NULL, result = CAST(:result AS text),
     last_error = COALESCE(CAST(:error AS text), last_error), finished_at = {now},
     errors = CASE WHEN CAST(:error AS text) IS NULL THEN errors
         ELSE CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
@@ -157,11 +160,13 @@ WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
 
 -- name: complete_many
--- complete for a group of (id, lease_token) pairs at once; returns the ids it completed.
+-- complete for a group of (id, lease_token, result) at once; returns the ids it completed.
 UPDATE {table} AS j SET
     state = 'completed', lease_token = NULL, due_at = NULL, finished_at = {now},
+    result = done.result,
     expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(j.keep_until, 0))
-FROM unnest(CAST(:ids AS text[]), CAST(:lease_tokens AS text[])) AS done(id, lease_token)
+FROM unnest(CAST(:ids AS text[]), CAST(:lease_tokens AS text[]), CAST(:results AS text[]))
+    AS done(id, lease_token, result)
 WHERE j.id = done.id AND j.lease_token = done.lease_token AND j.state = 'active'
 RETURNING j.id;
 
@@ -195,7 +200,7 @@ RETURNING j.id, j.type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
 
@@ -224,7 +229,7 @@ RETURNING 1;
 -- Run with sorting priced out (PostgresBackend.fetch_unsorted): the planner's row estimate
 -- (a few rows on a fresh table) would otherwise have it sort every match instead.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND type = COALESCE(CAST(:type AS text), type)
@@ -236,7 +241,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END)
@@ -249,7 +254,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
 

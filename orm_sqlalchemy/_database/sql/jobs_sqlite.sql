@@ -23,7 +23,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    result = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -50,7 +51,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     due_at = excluded.due_at, lease_token = NULL, timeout_ms = excluded.timeout_ms,
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
-    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls
+    expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
+    result = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -103,10 +105,11 @@ RETURNING 1;
 
 -- name: finish
 -- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
+-- :result is a completed job's result (JSON text; NULL for none, and for a fail).
 -- A retry's or fail's error is appended to errors, a JSON array of [attempt, at, error], newest
 -- last, the last :max_errors kept.
 UPDATE {table} SET
-    state = :state, lease_token = NULL, due_at = NULL,
+    state = :state, lease_token = NULL, due_at = NULL, result = :result,
     last_error = coalesce(:error, last_error), finished_at = :now,
     errors = CASE WHEN :error IS NULL THEN errors
         ELSE CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
@@ -119,8 +122,13 @@ RETURNING 1;
 -- name: complete_many
 -- complete for a batch: :jobs is a JSON array of [id, lease_token] pairs (each a job of its
 -- own, fenced by its token); returns the ids it completed. The pairs are looked up by id.
+-- With :with_results 1 each entry is [id, lease_token, result] (result JSON text or null).
 UPDATE {table} SET
     state = 'completed', lease_token = NULL, due_at = NULL, finished_at = :now,
+    result = CASE WHEN :with_results THEN (
+        SELECT json_extract(value, '$[2]') FROM json_each(:jobs)
+        WHERE json_extract(value, '$[0]') = {table}.id
+    ) END,
     expires_at = max(:now + :retain_ms, coalesce(keep_until, 0))
 WHERE state = 'active' AND (id, lease_token) IN (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:jobs)
@@ -156,7 +164,7 @@ RETURNING id, type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
 
@@ -181,7 +189,7 @@ RETURNING 1;
 -- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
 -- one past every row): a backward range scan of the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND type = coalesce(:type, type)
@@ -193,7 +201,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END) = :listed
@@ -207,7 +215,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > :now);
 

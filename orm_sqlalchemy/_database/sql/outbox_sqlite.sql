@@ -70,3 +70,40 @@ RETURNING 1;
 -- name: oldest_unpublished_age
 -- The outbox.lag metric: NULL when every entry is published.
 SELECT {now} - MIN(created_at) AS age_ms FROM {table} WHERE published_at IS NULL;
+
+-- name: outbox_stats
+-- For operators (neverlost stats, the dashboard): unpublished entries through the partial
+-- claim index, published ones of the last hour through the partial published index.
+SELECT
+    count(*) AS unpublished,
+    {now} - MIN(created_at) AS oldest_age_ms,
+    count(last_error) AS with_errors,
+    (SELECT count(*) FROM {table}
+        WHERE published_at IS NOT NULL AND published_at >= {now} - 3600000) AS published_last_hour
+FROM {table}
+WHERE published_at IS NULL;
+
+-- name: list_entries
+-- A page oldest first, strictly after the cursor's (created_at, id). :state is NULL (any),
+-- 'unpublished', 'failing' (unpublished with a last error) or 'published'.
+SELECT id, type, payload, key, created_at, available_at, published_at, attempts, last_error,
+    lease_token, run_at, max_attempts, {now} AS now
+FROM {table}
+WHERE (:state IS NULL OR (:state = 'published') = (published_at IS NOT NULL))
+    AND (:state IS NOT 'failing' OR last_error IS NOT NULL)
+    AND (:type IS NULL OR type = :type)
+    AND (created_at, id) > (:after_at, :after_id)
+ORDER BY created_at, id
+LIMIT :limit;
+
+-- name: get_entry
+SELECT id, type, payload, key, created_at, available_at, published_at, attempts, last_error,
+    lease_token, run_at, max_attempts, {now} AS now
+FROM {table}
+WHERE id = :id;
+
+-- name: retry_entry
+-- Claimable now: its retry delay (or a relay's lease) dropped; a published entry is left.
+UPDATE {table} SET available_at = {now}, lease_token = NULL
+WHERE id = :id AND published_at IS NULL
+RETURNING 1;
