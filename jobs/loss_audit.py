@@ -28,7 +28,8 @@ report counts them per type. Ages of active jobs are this process's clock agains
 
 Each pass costs one ``stats``, one ``workers``, a few pages of active jobs, two outbox reads
 and one ``find_job`` per newly published entry. ``LossAuditor.run`` repeats it every
-``interval_ms``, logs one line per finding (naming the entry or job), exports the
+``interval_ms``, logs one line per finding when first found (naming the entry or job), and
+one when it is resolved, exports the
 ``neverlost.audit.*`` metrics (``jobs.metrics``), and ``health()`` is red while the last pass
 found anything.
 """
@@ -163,6 +164,7 @@ class LossAuditor:
         self._mark: tuple[int, str] | None = None
         self._missing: dict[str, tuple[PublishedEntry, AuditFinding]] = {}
         self._last: AuditReport | None = None
+        self._logged: set[tuple[str, str]] = set()
 
     @property
     def slos(self) -> AuditSLOs:
@@ -202,11 +204,23 @@ class LossAuditor:
             backlog=backlog,
             failed={t: s.failed for t, s in sorted(stats.items()) if s.failed},
         )
-        for finding in findings:
-            logger.warning("loss audit: {} {}: {}", finding.check, finding.target, finding.message)
+        self._log(findings)
         record_audit("ok" if report.ok else "violation", report.counts(), entries_checked)
         self._last = report
         return report
+
+    def _log(self, findings: list[AuditFinding]) -> None:
+        """One line per finding when first found (a finding that lasts is not logged again
+        each pass), and one when it is gone."""
+        seen = {(finding.check, finding.target) for finding in findings}
+        for finding in findings:
+            if (finding.check, finding.target) not in self._logged:
+                logger.warning(
+                    "loss audit: {} {}: {}", finding.check, finding.target, finding.message
+                )
+        for check, target in sorted(self._logged - seen):
+            logger.info("loss audit: {} {} resolved", check, target)
+        self._logged = seen
 
     async def run(
         self, interval_ms: int, on_report: Callable[[AuditReport], None] | None = None

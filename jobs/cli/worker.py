@@ -27,6 +27,7 @@ from loguru import logger
 from framework import ApplicationContext, FrameworkError, LifecycleError, start_lifecycles
 
 from ..errors import JobTypeError
+from ..loss_audit_service import LossAuditService
 from ..runner import JobRunner
 from ..spi import JobDriver
 from ..tokens import JOB_DRIVER, JOB_QUEUE, JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY
@@ -185,7 +186,8 @@ class WorkerProcess:
         return bool(getattr(bean, "auto_startup", False))
 
     def _start_health(self, context: ApplicationContext, runner: JobRunner) -> HealthServer | None:
-        """Serve /healthz on the runner and on the relay and scheduler this process runs."""
+        """Serve /healthz on the runner and on the relay, scheduler and loss auditor this
+        process runs."""
         if self.options.health_port is None:
             return None
         from .health import HealthServer  # the web stack (dashboard extra) only when asked
@@ -194,6 +196,11 @@ class WorkerProcess:
         for token in (OUTBOX_RELAY, JOB_SCHEDULER):
             if token.name in context and context.get_value(token.name).is_running:
                 services.append(context.get_value(token.name))
+        services.extend(  # a LossAuditService bean: red while the auditor finds something
+            bean
+            for _, bean in context.beans()
+            if isinstance(bean, LossAuditService) and bean.is_running
+        )
         server = HealthServer(services, self.options.health_port, self.options.health_host)
         server.start()
         return server

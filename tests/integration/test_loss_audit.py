@@ -15,10 +15,12 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from jobs import JobOutboxPublisher, JobQueue, ManualClock
 from jobs.loss_audit import AuditReport, AuditSLOs, LossAuditor
+from jobs.loss_audit_service import LossAuditService
 from jobs.spi import JobDriver, WorkerRegistration
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
 from tests.stores import StoreTarget
+from tests.support import wait_until
 
 MINUTE = 60_000
 KINDS = [
@@ -184,3 +186,26 @@ def _violations(reader: InMemoryMetricReader) -> dict[str, int]:
                     for point in metric.data.data_points:
                         found[str(point.attributes["audit.check"])] = int(point.value)
     return found
+
+
+async def test_the_service_turns_health_red_naming_the_lost_entry(world: World) -> None:
+    """As a worker runs it: a pass every interval, health red while a finding lasts."""
+    service = LossAuditService(world.driver, world.outbox, interval_ms=50)
+    service.start()
+    try:
+        await wait_until(lambda: service.last_report is not None, timeout=10)
+        assert service.health().healthy, service.health().reasons
+        [lost] = await world.append("audit.gone")
+        await world.publish()
+        job = await world.driver.find_job(f"outbox:{lost}")
+        assert job is not None
+        assert await world.driver.delete(job.id)
+
+        def red() -> bool:
+            return not service.health().healthy
+
+        await wait_until(red, timeout=10)
+        reasons = service.health().reasons
+        assert any(f"outbox_job_missing entry {lost}" in reason for reason in reasons), reasons
+    finally:
+        await service.close()
