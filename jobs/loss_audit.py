@@ -94,7 +94,8 @@ def _replace(slos: AuditSLOs, **changes: int) -> AuditSLOs:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditFinding:
     """One violation: ``check`` (see the module), ``target`` (``entry <id>``, ``job <id>``,
-    ``type <type>``), the job type, a one-line ``message``, the age that broke the SLO."""
+    ``type <type>``), the job type, a one-line ``message`` (what and why; the target is not
+    repeated in it), the age that broke the SLO."""
 
     check: str
     target: str
@@ -146,7 +147,8 @@ class LossAuditor:
     """Audits ``driver`` (and ``outbox``, when it has ``OutboxAuditReads``) pass by pass.
 
     Keeps, between passes, where the walk over published entries stopped and the entries
-    found missing (at most ``max_entries`` of them, looked up again each pass).
+    found missing (at most ``max_entries`` of them, looked up again each pass). ``log=False``:
+    no log line per finding (the command line prints each pass itself).
     """
 
     def __init__(
@@ -156,7 +158,9 @@ class LossAuditor:
         *,
         slos: AuditSLOs | None = None,
         clock: Clock | None = None,
+        log: bool = True,
     ) -> None:
+        self._log_findings = log
         self._driver = driver
         self._outbox = outbox if isinstance(outbox, OutboxAuditReads) else None
         self._slos = slos or AuditSLOs()
@@ -204,7 +208,8 @@ class LossAuditor:
             backlog=backlog,
             failed={t: s.failed for t, s in sorted(stats.items()) if s.failed},
         )
-        self._log(findings)
+        if self._log_findings:
+            self._log(findings)
         record_audit("ok" if report.ok else "violation", report.counts(), entries_checked)
         self._last = report
         return report
@@ -298,8 +303,8 @@ class LossAuditor:
             check="active_stuck",
             target=f"job {job.id}",
             type=job.type,
-            message=f"job {job.id} ({job.type!r}, attempt {job.attempts}/{job.max_attempts}) "
-            f"active for {_age(age)} since due (SLO {_age(slo)}): {why}",
+            message=f"{job.type!r}, attempt {job.attempts}/{job.max_attempts}, active for "
+            f"{_age(age)} since due (SLO {_age(slo)}): {why}",
             age_ms=age,
         )
 
@@ -320,8 +325,8 @@ class LossAuditor:
                     check="outbox_unpublished",
                     target=f"entry {entry.id}",
                     type=entry.type,
-                    message=f"outbox entry {entry.id} ({entry.type!r}) unpublished for "
-                    f"{_age(entry.age_ms)} (SLO {_age(slo)}): {why}",
+                    message=f"{entry.type!r}, unpublished for {_age(entry.age_ms)} "
+                    f"(SLO {_age(slo)}): {why}",
                     age_ms=entry.age_ms,
                 )
             )
@@ -355,9 +360,9 @@ class LossAuditor:
                 check="outbox_job_missing",
                 target=f"entry {entry.id}",
                 type=entry.type,
-                message=f"outbox entry {entry.id} ({entry.type!r}) was published at "
-                f"{published} but no job holds its key {entry.job_key!r} (deleted by an "
-                "operator? see `neverlost audit list`; else lost)",
+                message=f"{entry.type!r}, published at {published}, but no job holds its "
+                f"key {entry.job_key!r} (deleted by an operator? see `neverlost audit list`; "
+                "else lost)",
                 age_ms=now - entry.published_at_ms,
             ),
         )

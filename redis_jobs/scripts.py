@@ -218,6 +218,8 @@ class ScriptRunner:
         wire = self._wire
         if wire is not None:
             primary = self._topology.where() if durable else None
+            if primary is None and durable:
+                primary = await self._topology.locate()
             replies = await wire.round_trip(
                 self._packed(wire, commands, durable), len(commands) + durable
             )
@@ -232,6 +234,8 @@ class ScriptRunner:
                 self._topology.observe()
                 return [reply]
             primary = self._topology.where()
+            if primary is None and durable:
+                primary = await self._topology.locate()
             pipe = client.pipeline(transaction=False)
             for command in commands:
                 pipe.execute_command(*command.fcall(), **options)

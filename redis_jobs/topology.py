@@ -81,6 +81,16 @@ class Topology:
             return None if address is None else f"{address[0]}:{address[1]}"
         return self._address
 
+    async def locate(self) -> str | None:
+        """``where()``, asking the sentinel first when a Sentinel client has not connected yet
+        (``where()`` is None until then). A durable call compares the primary before and after
+        it to catch a failover in between; "not known yet" before a driver's first call must not
+        read as a change, or the first durable write of every new driver fails unconfirmed."""
+        pool = getattr(self.client, "connection_pool", None)
+        if isinstance(pool, SentinelConnectionPool) and pool.master_address is None:
+            await pool.get_master_address()  # type: ignore[no-untyped-call]
+        return self.where()
+
     def describe(self) -> str:
         """Where the client points, for messages: ``host:port db N``, Sentinel or Cluster."""
         if isinstance(self.client, RedisCluster):

@@ -1,7 +1,8 @@
 """``GET /healthz`` on the worker's ``--health-port``: the health of the services it runs.
 
 The report joins ``health()`` of the runner and, when this process runs them, of the outbox
-relay and the scheduler (``jobs.Health``: the store answered within three of the service's
+relay and the scheduler (so it covers the job driver, the outbox store and the scheduler's
+store: ``stores`` in the report) (``jobs.Health``: the store answered within three of the service's
 intervals, every supervised loop alive). 200 when every one is healthy, 503 otherwise; both
 carry the JSON report, with ``reason`` joining what is wrong. The services judge their store by
 the calls they make anyway, so serving the endpoint costs the store nothing.
@@ -34,14 +35,37 @@ class HasHealth(Protocol):
     def health(self) -> Health: ...
 
 
+STORE_ROLES = {
+    "job runner": "job driver",
+    "outbox relay": "outbox store",
+    "job scheduler": "scheduler's store",
+}
+"""The store each service judges: ``stores`` in the report has one entry per role."""
+
+
 def health_report(services: Sequence[HasHealth]) -> dict[str, Any]:
-    """One report for the worker: healthy when every service is, and why not."""
+    """One report for the worker: healthy when every service is, and why not; ``stores``
+    says, per store the worker uses (job driver, outbox store, scheduler's store), whether it
+    answered within its service's window."""
     parts = [service.health() for service in services]
     reasons = [f"{part.service}: {reason}" for part in parts for reason in part.reasons]
+    stores = {}
+    for part in parts:
+        role = STORE_ROLES.get(part.service)
+        if role is None:
+            continue
+        ago = part.store_answered_ms_ago
+        stores[role] = {
+            "answering": ago is not None and ago <= part.store_window_ms,
+            "answered_ms_ago": ago,
+            "window_ms": part.store_window_ms,
+            "error": part.store_error,
+        }
     return {
         "healthy": not reasons,
         "reason": "; ".join(reasons) or None,
         "services": {part.service: part.as_dict() for part in parts},
+        "stores": stores,
     }
 
 

@@ -106,7 +106,7 @@ def _auditor(target: Target, slos: AuditSLOs) -> LossAuditor:
             slos = slos.within_retention(context.get_value(JOBS_SETTINGS))
         if OUTBOX_STORE.name in context:
             outbox = context.get_value(OUTBOX_STORE)
-    return LossAuditor(target.driver, outbox, slos=slos)
+    return LossAuditor(target.driver, outbox, slos=slos, log=False)  # it prints each pass
 
 
 def _json_line(report: AuditReport) -> None:

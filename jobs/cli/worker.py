@@ -1,8 +1,10 @@
 """``neverlost worker APP``: one worker process, from boot to a drained exit.
 
-Boot: build the APP's context without starting it, wait for the store to answer (retrying
-until ``--startup-timeout``), then start the lifecycle beans in phase order, with the runner,
-the outbox relay (when there is an outbox store) and the scheduler as the options say.
+Boot: build the APP's context without starting it, wait for every store it will use to answer
+(the job driver, the outbox store, the scheduler's store: ``jobs.cli.readiness``; retrying
+until ``--startup-timeout``, exiting 1 at once on a failure that waiting cannot cure), then
+start the lifecycle beans in phase order, with the runner, the outbox relay (when there is an
+outbox store) and the scheduler as the options say.
 
 Signals: the first SIGTERM or SIGINT stops claiming (and the scheduler and relay), lets the
 jobs in flight finish up to ``--drain-timeout``, closes the context and exits 0; jobs still
@@ -29,12 +31,12 @@ from framework import ApplicationContext, FrameworkError, LifecycleError, start_
 from ..errors import JobTypeError
 from ..loss_audit_service import LossAuditService
 from ..runner import JobRunner
-from ..spi import JobDriver
 from ..tokens import JOB_DRIVER, JOB_QUEUE, JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY
 from .burst import nothing_due
 from .errors import CliUsageError, StoreError
 from .loading import load_builder
-from .running import STORE_FAILURES, describe_failure
+from .readiness import store_probes, wait_for_stores
+from .running import STORE_FAILURES
 from .target import describe_store
 
 if TYPE_CHECKING:
@@ -78,7 +80,7 @@ class WorkerProcess:
         try:
             driver = context.get_value(JOB_DRIVER)
             self._install_signals()
-            await self._wait_for_store(driver)
+            await self._wait_for_stores(context)
             if self.stop_requested.is_set():
                 logger.info("stopped before the store answered")
                 return 0
@@ -114,40 +116,13 @@ class WorkerProcess:
         except FrameworkError as exc:
             raise CliUsageError(f"APP {self.options.app!r}: {_one_line(exc)}") from None
 
-    async def _wait_for_store(self, driver: JobDriver) -> None:
-        """Ask the store until it answers; past the startup timeout, exit 1 naming it."""
-        deadline = time.monotonic() + self.options.startup_timeout_s
-        failures = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                async with asyncio.timeout(max(remaining, 0.001)):
-                    await driver.counts()
-                if failures:
-                    logger.info(
-                        "store {} answers after {} failure(s)", describe_store(driver), failures
-                    )
-                return
-            except STORE_FAILURES as exc:
-                failures += 1
-                cause = (
-                    f"no answer within {self.options.startup_timeout_s:g} s"
-                    if isinstance(exc, TimeoutError)
-                    else describe_failure(exc)
-                )
-                delay = min(STARTUP_RETRY_MAX_S, 0.1 * 2**failures)
-                if time.monotonic() + delay >= deadline:
-                    raise StoreError(
-                        f"store {describe_store(driver)} unreachable after "
-                        f"{self.options.startup_timeout_s:g} s: {cause}"
-                    ) from None
-                logger.warning(
-                    "store {} not answering ({}); retrying", describe_store(driver), cause
-                )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.stop_requested.wait(), delay)
-                if self.stop_requested.is_set():
-                    return
+    async def _wait_for_stores(self, context: ApplicationContext) -> None:
+        """Ask every store this worker will use until it answers (``jobs.cli.readiness``):
+        the job driver, the outbox store (with the relay), the scheduler's store (with the
+        scheduler). A permanent failure, or none answering by the startup timeout, exits 1
+        naming the store."""
+        probes = store_probes(context, relay=self.options.relay, scheduler=self.options.scheduler)
+        await wait_for_stores(probes, self.options.startup_timeout_s, self.stop_requested)
 
     async def _start(self, context: ApplicationContext) -> None:
         try:

@@ -118,11 +118,13 @@ NOT_A_CONFIGURATION = 42
 @configuration
 class CliOutboxApp(CliTestApp):
     """CliTestApp with an outbox on the same database (so the worker runs the relay); its
-    table prefix is ``CLI_TEST_OUTBOX_PREFIX`` (default ``outbox_``)."""
+    table prefix is ``CLI_TEST_OUTBOX_PREFIX`` (default ``outbox_``), its database
+    ``CLI_TEST_OUTBOX_URL`` when set."""
 
     @entry()
     def engine(self) -> AsyncEngine:
-        return create_engine(StoreTarget.from_json(os.environ["CLI_TEST_TARGET"]).url)
+        url = os.environ.get("CLI_TEST_OUTBOX_URL")  # another database for the outbox
+        return create_engine(url or StoreTarget.from_json(os.environ["CLI_TEST_TARGET"]).url)
 
     @entry()
     def transaction_manager(self, engine: AsyncEngine) -> SQLAlchemyTransactionManager:

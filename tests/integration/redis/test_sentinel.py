@@ -126,6 +126,25 @@ async def test_an_acknowledged_enqueue_is_on_the_replica(group: PrivateSentinel)
         await replica.aclose()
 
 
+async def test_a_new_drivers_first_write_is_confirmed_where_the_library_is_loaded(
+    group: PrivateSentinel,
+) -> None:
+    """A driver's first call on a primary that has the function library already (a second
+    worker, a restart) is a durable write: the primary was not known before it (the client
+    had not connected) and known after, which is no failover."""
+    first = RedisJobDriver(url=group.url, namespace=namespace(), replicas=1)
+    try:
+        assert await first.enqueue(new_request()) is not None  # loads the library
+    finally:
+        await first.close()
+    for _ in range(2):
+        driver = RedisJobDriver(url=group.url, namespace=namespace(), replicas=1)
+        try:
+            assert await driver.enqueue(new_request()) is not None
+        finally:
+            await driver.close()
+
+
 async def test_a_driver_on_a_replica_says_it_is_one(group: PrivateSentinel) -> None:
     driver = RedisJobDriver(url=f"redis://127.0.0.1:{group.replica.port}/0", namespace="r")
     try:

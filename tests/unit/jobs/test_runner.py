@@ -30,6 +30,7 @@ from jobs import (
     job_handler,
 )
 from jobs.spi import ClaimedJob
+from jobs.testing import new_request
 from tests.support import captured_logs, wait_until
 
 from .conftest import AppFactory
@@ -462,8 +463,9 @@ async def test_a_definition_handler_gets_the_model_and_a_misfit_row_fails_at_onc
     queue = context.get_value(JOB_QUEUE)
     driver = context.get_value(JOB_DRIVER)
     good = await queue.enqueue(BUILD_REPORT, {"month": "2026-10", "pages": 3})
-    # A row written by an older producer, through the plain type string: no longer fits.
-    stale = await queue.enqueue("report.build", {"month": "2026-09"})
+    # A row an older producer wrote (today's queue checks a type name against its
+    # definition): no longer fits.
+    stale = await driver.enqueue(new_request("report.build", {"month": "2026-09"}))
     await wait_until(lambda: _completed(driver, good))
     await wait_until(lambda: _state_is(driver, stale, "failed"))
     assert received == [Report(month="2026-10", pages=3)]
