@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from .progress import ProgressReporter, check_progress
 from .spi.inbox import AttemptSettlement
 
 
@@ -66,6 +69,10 @@ class JobContext:
     attempt that stalled again, with the same ``attempt``. ``lease_token`` is the token this
     delivery holds the job by; ``settlement`` what an inbox uses to complete the job in the
     app's transaction (``jobs.spi.AttemptSettlement``; None outside a runner).
+
+    ``await ctx.progress(fraction, message=None)`` keeps how far the job got with it
+    (``JobInfo.progress``), rate-limited and fenced by the lease (``jobs.progress``); a sync
+    handler calls ``ctx.progress_blocking(...)`` from its thread.
     """
 
     id: str
@@ -78,3 +85,25 @@ class JobContext:
     stalls: int = 0
     lease_token: str | None = None
     settlement: AttemptSettlement | None = field(default=None, repr=False, compare=False)
+    reporter: ProgressReporter | None = field(default=None, repr=False, compare=False)
+    parent_results: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """A workflow job's parents' results by parent job id (``jobs.workflow``); empty for a
+    job without parents. A parent on an ``on_failure="continue"`` edge that did not complete
+    has None; one retention already removed is absent."""
+
+    async def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report ``fraction`` (0 to 1) of the job done, and what is going on; checked even
+        where nothing keeps it (outside a runner, or a driver without ``set_progress``)."""
+        reporter = self.reporter
+        if reporter is None:
+            check_progress(fraction, message)
+            return
+        await reporter.report(fraction, message)
+
+    def progress_blocking(self, fraction: float, message: str | None = None) -> None:
+        """``progress`` from a sync (``def``) handler's worker thread."""
+        reporter = self.reporter
+        if reporter is None:
+            check_progress(fraction, message)
+            return
+        reporter.report_blocking(fraction, message)

@@ -27,10 +27,10 @@ import contextvars
 import functools
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from types import CoroutineType
+from types import CoroutineType, MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from loguru import logger
@@ -52,9 +52,11 @@ from .leases import Lease, LeaseKeeper
 from .metrics import metering, record_execution
 from .options import MAX_DELAY_MS, check_delay_ms
 from .payload import decode_payload
+from .progress import ProgressReporter
 from .results import DEFAULT_MAX_RESULT_BYTES, encode_result
 from .retry import DEFAULT_BACKOFF, Backoff
 from .settling import Settler
+from .spi.driver import ProgressReports
 from .spi.inbox import AttemptSettlement, JobInbox, SyncJobInbox
 from .spi.records import ClaimedJob, stalled_error
 from .telemetry import (
@@ -74,6 +76,9 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from .handlers import RegisteredHandler
+
+_NO_PARENTS: Mapping[str, Any] = MappingProxyType({})
+"""``ctx.parent_results`` of a job without parents (shared, never written)."""
 
 Outcome = Literal["completed", "retry", "failed", "lease_lost", "cancelled", "detached"]
 
@@ -97,6 +102,8 @@ class AttemptServices:
     """Where the outcome and runtime of each execution are counted (``jobs.counters``)."""
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     """The bound on a handler's return value as JSON text (``jobs.results``)."""
+    progress_store: ProgressReports | None = None
+    """The driver, where it keeps progress (``ctx.progress``)."""
 
 
 class Attempt:
@@ -106,12 +113,14 @@ class Attempt:
         "_grace_handle",
         "_own_timeout",
         "_settling",
-                "_timeout_handle",
+        "_timeout_handle",
         "detached",
         "handler",
         "interrupted_at",
         "job",
         "lease",
+        "parent_results",
+        "reporter",
         "result",
         "services",
         "settlement",
@@ -155,6 +164,8 @@ class Attempt:
         self.detached = False
         self._settling = False
         self.started = 0.0
+        self.reporter: ProgressReporter | None = None
+        self.parent_results: Mapping[str, Any] = _NO_PARENTS
         self.result: str | None = None
         """The handler's return value as JSON text (None: it returned None)."""
         """When the handler was called (``time.perf_counter()``); 0 before."""
@@ -242,7 +253,9 @@ class Attempt:
         result: BaseException | None = None
         try:
             handler = self.handler
-            args = self._arguments()
+            args = (
+                await self._arguments_after_parents() if self.job.depends_on else self._arguments()
+            )
             bind_job_logs(self.job)
             inbox = handler.options.inbox
             if inbox is not None:
@@ -283,22 +296,26 @@ class Attempt:
         thread); skipped when an earlier execution of the job committed (the job is then
         completed)."""
         context = args[1] if len(args) > 1 else self._context()
+        keep = functools.partial(encode_result, max_bytes=self.services.max_result_bytes)
         if not self.handler.is_async:
             self.thread = thread = self.services.executor.submit(
                 _call_in,
                 contextvars.copy_context(),
                 _call_in_sync_inbox,
-                (cast(SyncJobInbox, inbox), context, self.handler.function, args),
+                (cast(SyncJobInbox, inbox), context, self.handler.function, args, keep),
             )
-            return await asyncio.wrap_future(thread)
-        async with inbox.once(context) as first:
-            if not first:
-                _log_skipped(context)
-                return None
-            value = self.handler.function(*args)
-            while value is not None and inspect.isawaitable(value):
-                value = await value
-            return value
+            await asyncio.wrap_future(thread)
+        else:
+            async with inbox.once(context) as first:
+                if not first:
+                    _log_skipped(context)
+                    return None
+                value = self.handler.function(*args)
+                while value is not None and inspect.isawaitable(value):
+                    value = await value
+                _keep_in_block(context, value, keep)
+        self.result = None if context.settlement is None else context.settlement.result
+        return None
 
     async def _keep_returned(self, value: Any) -> None:
         """What the handler returned: awaited if awaitable, then encoded as the job's result,
@@ -364,7 +381,30 @@ class Attempt:
             job.stalls,
             job.lease_token,
             settlement,
+            self._reporter(),
+            self.parent_results,
         )
+
+    async def _arguments_after_parents(self) -> tuple[Any, ...]:
+        """``_arguments`` of a workflow's job, whose context gives its parents' results
+        (``ctx.parent_results``: read once per attempt, before the handler)."""
+        if self.handler.takes_context:
+            driver = self.services.settler.driver
+            results: dict[str, Any] = {}
+            for parent_id in self.job.depends_on:
+                info = await driver.get_job(parent_id)
+                if info is not None:
+                    results[parent_id] = info.result
+            self.parent_results = MappingProxyType(results)
+        return self._arguments()
+
+    def _reporter(self) -> ProgressReporter | None:
+        store = self.services.progress_store
+        if store is None:
+            return None
+        job = self.job
+        reporter = self.reporter = ProgressReporter(store, job.id, job.lease_token)
+        return reporter
 
     # -- interruptions -------------------------------------------------------------------------
 
@@ -446,6 +486,8 @@ class Attempt:
     async def finish(self, error: BaseException | None) -> Outcome:
         """Wait for a heartbeat in flight, settle, and end the span."""
         self._settling = True
+        if self.reporter is not None:
+            self.reporter.close()
         leases, lease = self.services.leases, self.lease
         beat = leases.settling(lease)  # released there, unless a beat is in flight
         if beat is not None:
@@ -579,15 +621,28 @@ class _CarriedExit(Exception):
 
 
 def _call_in_sync_inbox(
-    inbox: SyncJobInbox, context: JobContext, function: Callable[..., Any], args: tuple[Any, ...]
-) -> Any:
+    inbox: SyncJobInbox,
+    context: JobContext,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    keep: Callable[[Any], str],
+) -> None:
     """A ``def`` handler inside ``inbox.once_sync(ctx)``, in the handler's thread; skipped when
     an earlier execution of the job committed (the job is then completed)."""
     with inbox.once_sync(context) as first:
         if not first:
             _log_skipped(context)
-            return None
-        return function(*args)
+            return
+        _keep_in_block(context, function(*args), keep)
+
+
+def _keep_in_block(context: JobContext, value: Any, keep: Callable[[Any], str]) -> None:
+    """The handler's result, encoded before the inbox's block ends, so an inbox completing the
+    job in its transaction keeps it (a value that cannot be kept fails the block: ResultError,
+    and the effects roll back with it)."""
+    settlement = context.settlement
+    if value is not None and settlement is not None:
+        settlement.result = keep(value)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> Callable[[], None]:

@@ -38,7 +38,9 @@ from .spi.records import (
     OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowJob,
     stalled_error,
+    workflow_cancelled_error,
 )
 from .worker_table import WorkerTable
 
@@ -69,6 +71,10 @@ class InProcessJobDriver:
         self._ready: dict[str, list[_Entry]] = {}
         self._leased: dict[str, list[_Entry]] = {}
         self._finished: list[_Entry] = []
+        self._workflows: dict[str, dict[str, None]] = {}
+        """A workflow's id -> its jobs' ids still stored, in the order they were stored."""
+        self._dependents: dict[str, list[str]] = {}
+        """A workflow job's id -> the ids of the jobs that run after it (until it finishes)."""
         self._index = JobIndex()
         self._workers = WorkerTable(self._clock)
         self._audit = MemoryAuditTrail(self._clock)
@@ -110,7 +116,58 @@ class InProcessJobDriver:
             self._notify()
         return results
 
-    def _store(self, job: JobRequest, now: int) -> str | None:
+    async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
+        """Every job at once (nothing awaited in between: atomic on this loop)."""
+        self._check_open()
+        now = self._clock.now_ms()
+        self._prune(now)
+        seen: set[str] = set()
+        for job in jobs:
+            request = job.request
+            if request.id in seen or request.id in self._jobs:
+                raise DriverError(f"job id {request.id!r} is repeated or exists already")
+            if request.key is not None:
+                raise DriverError(f"a workflow's jobs are unkeyed; job {request.id!r} has a key")
+            if not seen.issuperset(job.depends_on):
+                raise DriverError(f"job {request.id!r} depends on a job not stored before it")
+            seen.add(request.id)
+        for job in jobs:
+            self._store(job.request, now, ready=not job.depends_on)
+            record = self._jobs[job.request.id]
+            record.workflow_id = workflow_id
+            self._workflows.setdefault(workflow_id, {})[record.id] = None
+            record.depends_on = job.depends_on
+            record.continue_after = job.continue_after
+            record.waiting = len(job.depends_on)
+            for parent in job.depends_on:
+                self._dependents.setdefault(parent, []).append(record.id)
+        self._notify()
+
+    async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
+        self._check_open()
+        self._prune(self._clock.now_ms())
+        ids = self._workflows.get(workflow_id, {})
+        return [job_info(self._jobs[job_id]) for job_id in ids if job_id in self._jobs]
+
+    def _release_dependents(self, parent: JobRecord, now: int, ended: str | None = None) -> None:
+        """``parent`` finished: each dependent waits for one parent less (due at zero), or,
+        when ``parent`` did not complete and the edge does not continue, is cancelled (and so
+        on down the DAG, through ``_finish``)."""
+        for child_id in self._dependents.pop(parent.id, ()):
+            child = self._jobs.get(child_id)
+            if child is None or child.state != "pending" or child.waiting <= 0:
+                continue
+            if (ended or parent.state) == "completed" or parent.id in child.continue_after:
+                child.waiting -= 1
+                if child.waiting == 0:
+                    child.run_at = max(child.run_at, now)
+                    self._push_ready(child)
+                    self._notify()
+            else:
+                error = workflow_cancelled_error(parent.id, parent.type, ended or parent.state)
+                self._finish(child, "cancelled", error, now)
+
+    def _store(self, job: JobRequest, now: int, *, ready: bool = True) -> str | None:
         if job.key is not None and job.key in self._keys:
             return None
         if job.id in self._jobs:
@@ -133,7 +190,8 @@ class InProcessJobDriver:
         if job.key is not None:
             self._keys[job.key] = job.id
         self._index.enter(record, now)
-        self._push_ready(record)
+        if ready:
+            self._push_ready(record)
         return job.id
 
     # -- consumer ------------------------------------------------------------------------------
@@ -172,6 +230,13 @@ class InProcessJobDriver:
         heapq.heappush(
             self._leased.setdefault(record.type, []), (record.lease_until, record.seq, record.id)
         )
+        return True
+
+    async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
+        record = self._held(job_id, lease_token)
+        if record is None:
+            return False
+        record.progress = progress
         return True
 
     async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
@@ -484,6 +549,7 @@ class InProcessJobDriver:
             reclaimed=reclaimed,
             run_at_ms=record.run_at,
             stalls=record.stalls,
+            depends_on=record.depends_on,
         )
 
     def _held(self, job_id: str, lease_token: str) -> JobRecord | None:
@@ -503,6 +569,8 @@ class InProcessJobDriver:
             record.add_error(now, error)
         record.expires_at = max(now + retain, record.keep_until or 0)
         heapq.heappush(self._finished, (record.expires_at, record.seq, record.id))
+        if record.id in self._dependents:
+            self._release_dependents(record, now)
 
     def _prune(self, now: int) -> None:
         finished = self._finished
@@ -514,6 +582,14 @@ class InProcessJobDriver:
             self._delete(record)
 
     def _delete(self, record: JobRecord) -> None:
+        if record.id in self._dependents:  # an unfinished parent, deleted by an operator
+            self._release_dependents(record, self._clock.now_ms(), ended="deleted")
+        if record.workflow_id is not None:
+            members = self._workflows.get(record.workflow_id)
+            if members is not None:
+                members.pop(record.id, None)
+                if not members:
+                    del self._workflows[record.workflow_id]
         self._index.leave(record)
         del self._jobs[record.id]
         if record.key is not None and self._keys.get(record.key) == record.id:

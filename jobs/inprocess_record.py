@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 from .clock import to_datetime
 from .payload import decode_payload
-from .spi.records import DEFAULT_MAX_STALLS, MAX_ERRORS_KEPT, FailedAttempt, JobInfo, JobState
+from .spi.records import (
+    DEFAULT_MAX_STALLS,
+    MAX_ERRORS_KEPT,
+    FailedAttempt,
+    JobInfo,
+    JobProgress,
+    JobState,
+)
 
 
 @dataclass(slots=True)
@@ -32,6 +39,11 @@ class JobRecord:
     finished_at: int | None = None
     errors: tuple[tuple[int, int, str], ...] = ()  # (attempt, at, error); no list per job
     result: str | None = None  # the handler's return value, JSON text
+    progress: str | None = None  # the last progress reported, JobProgress.text()
+    workflow_id: str | None = None
+    depends_on: tuple[str, ...] = ()
+    continue_after: tuple[str, ...] = ()
+    waiting: int = 0  # parents still to finish before the job is due (jobs.spi.WorkflowStore)
 
     def add_error(self, at: int, error: str) -> None:
         self.errors = (*self.errors, (self.attempts, at, error))[-MAX_ERRORS_KEPT:]
@@ -60,4 +72,7 @@ def job_info(record: JobRecord) -> JobInfo:
         stalls=record.stalls,
         max_stalls=record.max_stalls,
         result=None if record.result is None else decode_payload(record.result),
+        progress=JobProgress.of_text(record.progress),
+        workflow_id=record.workflow_id,
+        depends_on=record.depends_on,
     )

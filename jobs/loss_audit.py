@@ -340,6 +340,13 @@ class LossAuditor:
                 del self._missing[entry_id]
         start = now - self._slos.lookback_ms
         mark = self._mark if self._mark is not None and self._mark[0] >= start else (start, "")
+        if self._mark is not None and self._mark[0] < start:  # publishing outran the walk
+            logger.warning(
+                "loss audit: fell behind; entries published from {} to {} were not checked "
+                "(raise max_entries to the entries published per interval)",
+                to_datetime(self._mark[0]).isoformat(timespec="seconds"),
+                to_datetime(start).isoformat(timespec="seconds"),
+            )
         limit = self._slos.max_entries
         entries = await outbox.published_entries(after_ms=mark[0], after_id=mark[1], limit=limit)
         for entry in entries:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -16,7 +16,7 @@ from . import audit
 from . import operations as check
 from .audit import Actor
 from .definitions import JobDefinition
-from .errors import JobOptionError
+from .errors import DriverError, JobOptionError
 from .metrics import record_enqueued, record_enqueued_batch
 from .options import (
     MAX_ATTEMPTS,
@@ -29,7 +29,7 @@ from .options import (
 )
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
-from .spi.driver import AuditTrail, JobDriver, OutcomeCounters
+from .spi.driver import AuditTrail, JobDriver, OutcomeCounters, WorkflowStore
 from .spi.records import (
     AuditPage,
     JobInfo,
@@ -38,6 +38,8 @@ from .spi.records import (
     JobTypeStats,
     OutcomeCount,
     WorkerInfo,
+    WorkflowInfo,
+    WorkflowJob,
 )
 from .telemetry import (
     current_traceparent,
@@ -51,6 +53,7 @@ from .telemetry import (
 if TYPE_CHECKING:
     from .handlers import JobHandlerRegistry, RegisteredHandler
     from .sync_queue import SyncJobQueue
+    from .workflow import Workflow
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -260,6 +263,68 @@ class JobQueue:
             ids = await self._driver.enqueue_many(requests)
         record_enqueued_batch(requests, ids)
         return ids
+
+    async def enqueue_workflow(self, workflow: Workflow) -> str:
+        """Store every job of ``workflow`` (``jobs.workflow``) in one driver call, all or
+        nothing; the workflow's id (``JobInfo.workflow_id`` of each job).
+
+        Checked whole before any I/O: WorkflowError for a cycle, an unknown parent or a keyed
+        job, PayloadError naming the job's index for a bad payload. DriverError when the
+        driver does not store workflows (``jobs.spi.WorkflowStore``).
+        """
+        steps = workflow.steps()
+        driver = self._workflow_store()
+        requests = self._build_batch([step.job for step in steps])
+        jobs = []
+        for step, request in zip(steps, requests, strict=True):
+            parents = tuple(requests[index].id for index in step.after)
+            jobs.append(
+                WorkflowJob(
+                    request=request,
+                    depends_on=parents,
+                    continue_after=parents if step.on_failure == "continue" else (),
+                )
+            )
+        workflow_id = new_job_id()
+        await driver.enqueue_workflow(workflow_id, jobs)
+        return workflow_id
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowInfo | None:
+        """The workflow's jobs (state, progress, result...) in dependency order, and its
+        state; None when no job of it is stored (unknown, or retention removed them all)."""
+        jobs = await self._workflow_store().workflow_jobs(workflow_id)
+        if not jobs:
+            return None
+        states = {job.state for job in jobs}
+        state: Literal["running", "completed", "failed", "cancelled"]
+        if states & {"pending", "active"}:
+            state = "running"
+        elif states == {"completed"}:
+            state = "completed"
+        elif "failed" in states:
+            state = "failed"
+        else:
+            state = "cancelled"
+        return WorkflowInfo(id=workflow_id, state=state, jobs=jobs)
+
+    async def cancel_workflow(self, workflow_id: str, *, actor: Actor | None = None) -> int:
+        """Cancel every pending or active job of the workflow (each as ``cancel`` would,
+        their dependents with them); how many this call cancelled (recorded in the audit trail
+        as one ``cancel_workflow``)."""
+        cancelled = 0
+        for job in await self._workflow_store().workflow_jobs(workflow_id):
+            if job.state in ("pending", "active") and await self._driver.cancel(job.id):
+                cancelled += 1
+        await audit.record(self._driver, actor, "cancel_workflow", workflow_id, cancelled)
+        return cancelled
+
+    def _workflow_store(self) -> WorkflowStore:
+        driver = self._driver
+        if not isinstance(driver, WorkflowStore):
+            raise DriverError(
+                f"{type(driver).__name__} does not store workflows (jobs.spi.WorkflowStore)"
+            )
+        return driver
 
     def _build_batch(self, jobs: list[NewJob]) -> list[JobRequest]:
         """Each job's request, as ``build_request`` makes it; what is the same for the whole

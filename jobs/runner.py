@@ -47,7 +47,7 @@ from .retry import DEFAULT_BACKOFF, Backoff
 from .service import BackgroundService
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
-from .spi.driver import ClockedDriver, JobDriver
+from .spi.driver import ClockedDriver, JobDriver, ProgressReports
 from .spi.records import WorkerRegistration
 
 CLAIM_LOOP = "claim"
@@ -95,6 +95,7 @@ class JobRunner(BackgroundService):
             on_handler_done=self._free_slot,
             tally=self.tally,
             max_result_bytes=self.settings.max_result_bytes,
+            progress_store=driver if isinstance(driver, ProgressReports) else None,
         )
         self.stats: dict[str, int] = dict.fromkeys(
             ("claimed", "completed", "retry", "failed", "lease_lost", "cancelled", "abandoned"),

@@ -360,7 +360,9 @@ class SQLAlchemyInbox:
             bind, connection = target.sync_engine, target
         if not store.completes_in(bind):
             return
-        done = await store.complete_in(connection, settlement.job_id, settlement.lease_token)
+        done = await store.complete_in(
+            connection, settlement.job_id, settlement.lease_token, settlement.result
+        )
         if done:
             after_commit(settlement.mark_completed)
         else:
@@ -389,7 +391,9 @@ class SQLAlchemyInbox:
         connection = target.connection() if isinstance(target, Session) else target
         if not store.completes_in(connection.engine):
             return
-        if store.complete_in_sync(connection, settlement.job_id, settlement.lease_token):
+        if store.complete_in_sync(
+            connection, settlement.job_id, settlement.lease_token, settlement.result
+        ):
             after_commit(settlement.mark_completed)
         else:
             _log_lease_gone(settlement)

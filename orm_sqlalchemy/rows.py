@@ -13,6 +13,7 @@ from jobs.spi import (
     ClaimedJob,
     FailedAttempt,
     JobInfo,
+    JobProgress,
     JobRequest,
     JobState,
     JobStateCounts,
@@ -95,6 +96,7 @@ def job_info(row: Row) -> JobInfo:
         stalls=row["stalls"],
         max_stalls=row["max_stalls"],
         result=None if row["result"] is None else decode_payload(row["result"]),
+        progress=JobProgress.of_text(row["progress"]),
     )
 
 

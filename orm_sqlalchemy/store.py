@@ -347,6 +347,12 @@ class SQLAlchemyJobStore:
             "max_errors": MAX_ERRORS_KEPT,
         }
 
+    async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
+        rows = await self._fetch(
+            "set_progress", id=job_id, lease_token=lease_token, progress=progress
+        )
+        return bool(rows)
+
     async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
         return await self._finish(job_id, lease_token, "completed", None, result)
 
@@ -355,21 +361,31 @@ class SQLAlchemyJobStore:
         Connection) is on this store's database (certainly: else the runner settles)."""
         return self._in_transaction.reaches(bind)
 
-    async def complete_in(self, connection: Any, job_id: str, lease_token: str) -> bool:
+    async def complete_in(
+        self, connection: Any, job_id: str, lease_token: str, result: str | None = None
+    ) -> bool:
         """``complete`` through ``connection`` (an AsyncConnection in the app's transaction,
         on this store's database): commits or rolls back with it (an inbox's)."""
-        self._check_open()
-        params = self._finish_params(job_id, lease_token, "completed", None)
-        params["now"] = self._now()
-        return await self._in_transaction.complete(connection, params)
+        return await self._in_transaction.complete(
+            connection, self._in_transaction_params(job_id, lease_token, result)
+        )
 
-    def complete_in_sync(self, connection: Any, job_id: str, lease_token: str) -> bool:
+    def complete_in_sync(
+        self, connection: Any, job_id: str, lease_token: str, result: str | None = None
+    ) -> bool:
         """``complete_in`` through a sync ``Connection`` of the app's (a ``def`` handler's
         thread, with an inbox): commits or rolls back with the app's transaction."""
+        return self._in_transaction.complete_sync(
+            connection, self._in_transaction_params(job_id, lease_token, result)
+        )
+
+    def _in_transaction_params(
+        self, job_id: str, lease_token: str, result: str | None
+    ) -> dict[str, Any]:
         self._check_open()
-        params = self._finish_params(job_id, lease_token, "completed", None)
+        params = self._finish_params(job_id, lease_token, "completed", None, result)
         params["now"] = self._now()
-        return self._in_transaction.complete_sync(connection, params)
+        return params
 
     async def complete_many(
         self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None = None

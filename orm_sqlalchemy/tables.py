@@ -12,7 +12,8 @@ due". A finished row stays until ``expires_at`` (``max(finished_at + retention, 
 while it exists its key drops repeats; past it the row reads as gone and is pruned.
 ``stalls`` counts the leases that expired without a settle, bounded by ``max_stalls``.
 ``result`` is a completed job's result (the handler's return value, JSON text), written by the
-completing statement itself and gone with the row.
+completing statement itself and gone with the row. ``progress`` is the last progress its
+handler reported (``[fraction, message]``), written fenced by the lease token.
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
@@ -213,6 +214,7 @@ def job_schema(
             "max_stalls", Integer, nullable=False, server_default=text(str(DEFAULT_MAX_STALLS))
         ),
         Column("result", Text, nullable=True),  # the handler's return value, JSON text
+        Column("progress", Text, nullable=True),  # the last progress reported, JSON text
         schema=schema,
     )
     claimable = jobs.c.due_at.is_not(None)

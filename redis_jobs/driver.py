@@ -270,6 +270,18 @@ class RedisJobDriver:
             await self._scripts.per_job("heartbeat", shared, job_keys, job_args, durable=False)
         )
 
+    async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
+        self._check_open()
+        job_type = _token_type(lease_token)
+        if job_type is None:
+            return False
+        job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
+        shared: Shared = ([], [""])
+        job_args: list[ScriptArg] = [job_id, lease_token, progress]
+        return bool(
+            await self._scripts.per_job("progress", shared, job_keys, job_args, durable=False)
+        )
+
     async def complete(self, job_id: str, lease_token: str, result: str | None = None) -> bool:
         return await self._finish(job_id, lease_token, "completed", result)
 

@@ -33,7 +33,7 @@ from types import MappingProxyType
 
 SCRIPT_NAMES = (
     *("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek"),
-    *("cancel", "requeue", "purge", "list", "stats", "workers"),
+    *("cancel", "requeue", "purge", "list", "stats", "workers", "progress"),
 )
 READ_ONLY = frozenset({"get", "counts", "list", "stats"})
 """Functions flagged ``no-writes``: Redis lets them run when it is out of memory."""

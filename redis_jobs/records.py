@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jobs.spi import DEFAULT_MAX_STALLS, JOB_STATES, FailedAttempt, JobInfo, JobState
+from jobs.spi import DEFAULT_MAX_STALLS, JOB_STATES, FailedAttempt, JobInfo, JobProgress, JobState
 from jobs.spi.support import decode_payload, to_datetime
 
 from .errors import RedisScriptError
@@ -43,6 +43,7 @@ def job_info(job_id: str, record: dict[str, str]) -> JobInfo:
             stalls=int(record.get("stalls", 0)),
             max_stalls=int(record.get("max_stalls", DEFAULT_MAX_STALLS)),
             result=decode_payload(record["result"]) if "result" in record else None,
+            progress=JobProgress.of_text(record.get("progress")),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RedisScriptError(f"job record of {job_id!r} is malformed: {exc!r}") from exc

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from ..clock import to_datetime
 from ..errors import StoreSchemaError
-from ..spi import JOB_STATES
+from ..spi import JOB_STATES, JobProgress
 from ..tokens import JOB_SCHEDULER
 from .durations import Duration, format_ms
 from .errors import CliUsageError, CommandFailed
@@ -309,6 +309,7 @@ def show_job(
             ("created_at", info.created_at),
             ("finished_at", info.finished_at),
             ("timeout_ms", info.timeout_ms),
+            ("progress", _progress_text(info.progress)),
         ]  # fmt: skip
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
@@ -320,6 +321,14 @@ def show_job(
             out.print(Panel(literal(failed.error, multiline=True), title=title, title_align="left"))
 
     run_on_target(target_spec(params), work, create=False)
+
+
+def _progress_text(progress: JobProgress | None) -> str | None:
+    """``42% copying page 3`` (None: nothing reported)."""
+    if progress is None:
+        return None
+    percent = f"{progress.fraction * 100:.0f}%"
+    return percent if progress.message is None else f"{percent} {progress.message}"
 
 
 def _json_panel(title: str, value: Any) -> Panel:

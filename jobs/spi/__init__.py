@@ -14,7 +14,9 @@ from .driver import (
     JobOperations,
     JobStore,
     OutcomeCounters,
+    ProgressReports,
     WorkerRegistry,
+    WorkflowStore,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
 from .inbox import (
@@ -43,6 +45,7 @@ from .records import (
     FailedAttempt,
     JobInfo,
     JobPage,
+    JobProgress,
     JobRequest,
     JobState,
     JobStateCounts,
@@ -56,7 +59,10 @@ from .records import (
     RelayRegistration,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowInfo,
+    WorkflowJob,
     stalled_error,
+    workflow_cancelled_error,
 )
 
 __all__ = [
@@ -67,11 +73,14 @@ __all__ = [
     "WorkerRegistry",
     "AuditTrail",
     "OutcomeCounters",
+    "ProgressReports",
+    "WorkflowStore",
     "ClockedDriver",
     # records
     "JobRequest",
     "ClaimedJob",
     "JobInfo",
+    "JobProgress",
     "FailedAttempt",
     "JobState",
     "JOB_STATES",
@@ -80,6 +89,9 @@ __all__ = [
     "DEFAULT_MAX_STALLS",
     "MAX_ERRORS_KEPT",
     "stalled_error",
+    "workflow_cancelled_error",
+    "WorkflowJob",
+    "WorkflowInfo",
     "JobPage",
     "JobTypeStats",
     "WorkerRegistration",

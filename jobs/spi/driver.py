@@ -52,6 +52,7 @@ from .records import (
     OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowJob,
 )
 
 __all__ = [
@@ -60,6 +61,8 @@ __all__ = [
     "WorkerRegistry",
     "AuditTrail",
     "OutcomeCounters",
+    "ProgressReports",
+    "WorkflowStore",
     "ClockedDriver",
     "JobDriver",
 ]
@@ -315,6 +318,46 @@ class ClockedDriver(Protocol):
 
     @property
     def clock(self) -> Clock | None: ...
+
+
+@runtime_checkable
+class ProgressReports(Protocol):
+    """Keeping what a handler reports of its progress (``ctx.progress``) with its held job.
+    Optional like ``AuditTrail``; every built-in driver implements it (``jobs.testing`` checks
+    it); on a driver without it ``ctx.progress`` checks its arguments and stores nothing."""
+
+    async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
+        """Keep ``progress`` (``JobProgress.text()``) with the job, fenced like a heartbeat:
+        False (and no write) unless ``lease_token`` holds the job, active. The runner limits
+        how often it calls (``jobs.progress``)."""
+        ...
+
+
+@runtime_checkable
+class WorkflowStore(Protocol):
+    """Storing a workflow (a DAG of jobs, ``jobs.workflow``) in one atomic step, and releasing
+    each job when its parents are done, in the same atomic step as the parent's settle.
+    Optional; ``jobs.testing`` checks it on the drivers that implement it.
+
+    A job with parents is pending but not due (no claim takes it) while any parent is
+    unfinished. When a parent completes (or finishes in any way, on a ``continue_after`` edge)
+    the job's count of parents to wait for goes down; at zero it becomes due (at its
+    ``run_at``, or now if later). When a parent fails for good or is cancelled, each dependent
+    not on a ``continue_after`` edge ends ``cancelled`` with the error
+    ``workflow_cancelled_error(parent)``, and so on down the DAG, in that same step: a job that
+    comes due after its last parent's settle is never early, never lost, never twice.
+    """
+
+    async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
+        """Store every job of ``jobs`` (parents before children, no keys) in one transaction
+        or script: all or nothing. DriverError for a repeated or existing id, or a parent that
+        is not an earlier job of the call."""
+        ...
+
+    async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
+        """The workflow's jobs still stored, in the order ``enqueue_workflow`` stored them
+        (parents before children); empty for an unknown workflow."""
+        ...
 
 
 @runtime_checkable

@@ -42,13 +42,16 @@ class AttemptSettlement:
     the runner then settles nothing and counts the attempt completed.
     """
 
-    __slots__ = ("completed", "job_id", "lease_token", "on_completed", "store")
+    __slots__ = ("completed", "job_id", "lease_token", "on_completed", "result", "store")
 
     def __init__(self, store: object, job_id: str, lease_token: str) -> None:
         self.store = store
         self.job_id = job_id
         self.lease_token = lease_token
         self.completed = False
+        self.result: str | None = None
+        """The attempt's result (JSON text), when the engine has it before the inbox's block
+        ends (``@job_handler(..., inbox=...)``): an inbox completing the job keeps it."""
         self.on_completed: Callable[[], None] = _nothing
         """Set by the attempt: stop beating the lease (the job is no longer active)."""
 
@@ -68,13 +71,17 @@ class CompletesInTransaction(Protocol):
         database. False when unsure: the runner then settles the job as usual."""
         ...
 
-    async def complete_in(self, connection: Any, job_id: str, lease_token: str) -> bool:
+    async def complete_in(
+        self, connection: Any, job_id: str, lease_token: str, result: str | None = None
+    ) -> bool:
         """Complete the job through ``connection`` (the app's open transaction), as ``complete``
-        would: False, and no write, when ``lease_token`` no longer holds the job. The change
-        commits or rolls back with that transaction."""
+        would (keeping ``result``, JSON text): False, and no write, when ``lease_token`` no
+        longer holds the job. The change commits or rolls back with that transaction."""
         ...
 
-    def complete_in_sync(self, connection: Any, job_id: str, lease_token: str) -> bool:
+    def complete_in_sync(
+        self, connection: Any, job_id: str, lease_token: str, result: str | None = None
+    ) -> bool:
         """``complete_in`` through a sync ``connection`` (a SQLAlchemy ``Connection`` in the
         app's transaction), from the handler's thread: no event loop is touched."""
         ...

@@ -8,6 +8,7 @@ store's clock.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
@@ -20,10 +21,14 @@ __all__ = [
     "DEFAULT_MAX_STALLS",
     "MAX_ERRORS_KEPT",
     "stalled_error",
+    "workflow_cancelled_error",
     "JobRequest",
     "ClaimedJob",
     "FailedAttempt",
+    "JobProgress",
     "JobInfo",
+    "WorkflowJob",
+    "WorkflowInfo",
     "JobPage",
     "JobTypeStats",
     "WorkerRegistration",
@@ -41,6 +46,15 @@ MAX_ERRORS_KEPT = 20
 DEFAULT_MAX_STALLS = 10
 """A job's ``max_stalls`` unless its handler, definition or ``JobsSettings`` say otherwise (and
 what a stored job without one reads as)."""
+
+
+def workflow_cancelled_error(parent_id: str, parent_type: str, parent_state: str) -> str:
+    """The error a workflow's job is cancelled with when a parent it depends on failed for good
+    or was cancelled (``WorkflowStore``)."""
+    return (
+        f"WorkflowCancelled: parent job {parent_id} ({parent_type}) ended {parent_state}, so "
+        "this job, which runs only after it completes, will not run"
+    )
 
 
 def stalled_error(stalls: int, max_stalls: int) -> str:
@@ -131,6 +145,8 @@ class ClaimedJob:
     run_at_ms: int | None = None
     """When the job was due (epoch ms), for ``JobContext.run_at``."""
     stalls: int = 0
+    depends_on: tuple[str, ...] = ()
+    """The ids of the job's parents in its workflow (``JobContext.parent_results``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +156,27 @@ class FailedAttempt:
     attempt: int
     at: datetime
     error: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """What a handler last reported of its job's progress (``await ctx.progress(...)``):
+    ``fraction`` from 0 to 1, and an optional ``message``. Stores keep it as the JSON text of
+    ``[fraction, message]`` (``text``/``of_text``)."""
+
+    fraction: float
+    message: str | None = None
+
+    def text(self) -> str:
+        return json.dumps([self.fraction, self.message], ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def of_text(cls, text: str | None) -> JobProgress | None:
+        """The progress a store kept (None: none reported)."""
+        if not text:
+            return None
+        fraction, message = json.loads(text)
+        return cls(float(fraction), message)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +210,34 @@ class JobInfo:
     result: Any = None
     """What the handler returned (decoded JSON), kept with the completed job for as long as the
     job is retained; None when it returned None, or the job did not complete."""
+    progress: JobProgress | None = None
+    """What the handler last reported (``ctx.progress``); kept after the job finishes."""
+    workflow_id: str | None = None
+    """The workflow the job was enqueued in (``JobQueue.enqueue_workflow``), if any."""
+    depends_on: tuple[str, ...] = ()
+    """The ids of the jobs it runs after (its parents in the workflow)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowInfo:
+    """A workflow as ``JobQueue.get_workflow`` reports it: its jobs in dependency order (as
+    enqueued), and a state read off theirs: ``running`` while any is pending or active, else
+    ``completed`` when all completed, ``failed`` when any failed, else ``cancelled``."""
+
+    id: str
+    state: Literal["running", "completed", "failed", "cancelled"]
+    jobs: list[JobInfo]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowJob:
+    """One job of a workflow as ``WorkflowStore.enqueue_workflow`` stores it: its request, the
+    ids of its parents (jobs of the same call, listed before it), and those of them whose
+    failure or cancel does not cancel it (``on_failure="continue"`` edges)."""
+
+    request: JobRequest
+    depends_on: tuple[str, ...] = ()
+    continue_after: tuple[str, ...] = ()
 
 
 # -- operations ------------------------------------------------------------------------------

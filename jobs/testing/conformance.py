@@ -23,9 +23,11 @@ from .conformance_batches import BatchConformance
 from .conformance_counters import CountersConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
+from .conformance_progress import ProgressConformance
 from .conformance_results import ResultsConformance
 from .conformance_runner import RunnerConformance
 from .conformance_stalls import StallConformance
+from .conformance_workflows import WorkflowConformance
 from .dashboard_cases import DashboardConformance
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue
 from .operations import OperationsConformance
@@ -50,9 +52,11 @@ class DriverConformance(
     DashboardConformance,
     RunnerConformance,
     OptionsConformance,
+    ProgressConformance,
     ResultsConformance,
     StallConformance,
     MalformedRecordConformance,
+    WorkflowConformance,
 ):
     """The rules every JobDriver keeps. Subclass it and provide ``driver_harness``."""
 

@@ -25,7 +25,7 @@ from click.testing import CliRunner, Result
 
 from jobs import JobDriver, JobQueue
 from jobs.cli import cli
-from jobs.spi import WorkerRegistration
+from jobs.spi import ProgressReports, WorkerRegistration
 from tests.cli import app as cli_app
 from tests.cli.conftest import APP, DURABLE_WITH_OPERATIONS
 from tests.stores import STORE_KINDS, StoreTarget
@@ -62,6 +62,9 @@ class Store:
 
 async def _settle(driver: JobDriver, job_type: str, how: str, result: str | None = None) -> None:
     (claimed,) = await driver.claim(1, 30_000, [job_type])
+    if result is not None:
+        assert isinstance(driver, ProgressReports)
+        assert await driver.set_progress(claimed.id, claimed.lease_token, '[1,"all sent"]')
     if how == "complete":
         assert await driver.complete(claimed.id, claimed.lease_token, result)
     else:
@@ -164,6 +167,8 @@ def test_jobs_list_and_show_print_the_jobs_as_stored(store: Store) -> None:
     assert done_table.exit_code == 0, done_table.output
     assert "result" in done_table.stdout
     assert '"to": [' in done_table.stdout, done_table.stdout
+    assert done["progress"] == {"fraction": 1.0, "message": "all sent"}
+    assert any("100% all sent" in line for line in done_table.stdout.splitlines())
 
     missing = store.run("jobs", "show", "no-such-job")
     assert missing.exit_code == 1

@@ -34,6 +34,7 @@ MARKER = re.compile(r"<!-- (?P<kind>docs-test|docs-test-pytest|docs-test-file|do
                     r"not-tested): (?P<arg>.+?) -->\s*$")  # fmt: skip
 
 EXPECTED_OUTPUT = {
+    "workflow-chain": "True {'zipped': ['page-1.pdf', 'page-2.pdf', 'page-3.pdf']}",
     "workflow-results": "result: {'pages': 3, 'url': 's3://reports/7.pdf'}",
     "readme-quickstart": "order 1 confirmed",
     "quickstart": "['a@b.c (attempt 1)']",

@@ -20,7 +20,7 @@ from jobs.spi import JobDriver, WorkerRegistration
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
 from tests.stores import StoreTarget
-from tests.support import wait_until
+from tests.support import captured_logs, wait_until
 
 MINUTE = 60_000
 KINDS = [
@@ -210,3 +210,16 @@ async def test_the_service_turns_health_red_naming_the_lost_entry(world: World) 
         assert any(f"outbox_job_missing entry {lost}" in reason for reason in reasons), reasons
     finally:
         await service.close()
+
+
+async def test_a_walk_that_falls_behind_the_look_back_says_what_it_skipped(world: World) -> None:
+    await world.append("audit.a", "audit.b", "audit.c")
+    await world.publish()
+    auditor = world.auditor(max_entries=1, lookback_ms=10 * MINUTE, due_slo_ms=60 * MINUTE)
+    first = await auditor.check()
+    assert (first.entries_checked, first.backlog) == (1, True)
+    world.clock.advance(20 * MINUTE)  # the two others are now older than the look-back
+    with captured_logs("WARNING") as logs:
+        later = await auditor.check()
+    assert (later.ok, later.entries_checked) == (True, 0)
+    assert any("fell behind" in record["message"] for record in logs), logs

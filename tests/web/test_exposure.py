@@ -7,6 +7,7 @@ import html
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -145,3 +146,13 @@ async def test_the_job_page_shows_the_result_redacted_like_the_payload(queue: Jo
     async with client_for(create_dashboard(queue)) as client:
         unfinished = await client.get(f"/job/{await queue.enqueue('user.create', {})}")
     assert 'data-testid="result"' not in unfinished.text
+
+
+async def test_the_job_page_shows_the_progress_reported(queue: JobQueue) -> None:
+    job_id = str(await queue.enqueue("user.import", {"rows": 10}))
+    (claimed,) = await queue.driver.claim(1, 30_000, ["user.import"])
+    store: Any = queue.driver
+    assert await store.set_progress(job_id, claimed.lease_token, '[0.42,"row <4> of 10"]')
+    async with client_for(create_dashboard(queue)) as client:
+        page = await client.get(f"/job/{job_id}")
+    assert '<progress max="1" value="0.42"></progress> 42% · row &lt;4&gt; of 10' in page.text

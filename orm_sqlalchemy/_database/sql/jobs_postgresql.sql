@@ -23,7 +23,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    result = NULL
+    result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -67,7 +67,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    result = NULL
+    result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -143,6 +143,12 @@ UPDATE {table} SET due_at = {now} + CAST(:lease_ms AS bigint)
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
 
+-- name: set_progress
+-- A handler's progress (JSON text), fenced by the lease token like a heartbeat.
+UPDATE {table} SET progress = :progress
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING 1;
+
 -- name: finish
 -- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
 -- :result is a completed job's result (JSON text; NULL for none, and for a fail).
@@ -200,7 +206,7 @@ RETURNING j.id, j.type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
 
@@ -229,7 +235,7 @@ RETURNING 1;
 -- Run with sorting priced out (PostgresBackend.fetch_unsorted): the planner's row estimate
 -- (a few rows on a fresh table) would otherwise have it sort every match instead.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND type = COALESCE(CAST(:type AS text), type)
@@ -241,7 +247,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END)
@@ -254,7 +260,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
 

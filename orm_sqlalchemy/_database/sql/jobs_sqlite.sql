@@ -24,7 +24,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    result = NULL
+    result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -52,7 +52,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    result = NULL
+    result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -100,6 +100,12 @@ RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token,
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms
+WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+RETURNING 1;
+
+-- name: set_progress
+-- A handler's progress (JSON text), fenced by the lease token like a heartbeat.
+UPDATE {table} SET progress = :progress
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
 
@@ -164,7 +170,7 @@ RETURNING id, type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
 
@@ -189,7 +195,7 @@ RETURNING 1;
 -- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
 -- one past every row): a backward range scan of the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND type = coalesce(:type, type)
@@ -201,7 +207,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END) = :listed
@@ -215,7 +221,7 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, result
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, result, progress
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > :now);
 

@@ -190,3 +190,30 @@ def test_a_def_handler_needs_an_inbox_with_once_sync() -> None:
 
     with pytest.raises(TypeError, match=r"has no once_sync\(ctx\)"):
         registry_of(handler)
+
+
+async def test_a_handlers_result_is_kept_whoever_completes_the_job(
+    jobs: Jobs, effects_db: EffectsDb
+) -> None:
+    """The return value of a handler with ``inbox=`` is kept with the job, async or def, also
+    where the inbox completes the job in its own transaction (a shared database)."""
+
+    @job_handler("effects.async", inbox=effects_db.inbox)
+    async def async_handler(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+        await effects_db.write_effect(ctx.id)
+        return {"pages": payload["n"]}
+
+    @job_handler("effects.def", inbox=effects_db.inbox)
+    def def_handler(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+        effects_db.write_effect_sync(effects_db.inbox.sync_session, ctx.id)
+        return {"pages": payload["n"]}
+
+    queue = JobQueue(jobs.driver)
+    for handler, job_type in ((async_handler, "effects.async"), (def_handler, "effects.def")):
+        job_id = await queue.enqueue(job_type, {"n": 3})
+        assert job_id is not None
+        assert await run_until_finished(jobs, registry_of(handler), job_id) == "completed"
+        info = await jobs.driver.get_job(job_id)
+        assert info is not None
+        assert info.result == {"pages": 3}, job_type
+        assert await effects_db.effect_count(job_id) == 1
