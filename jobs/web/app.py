@@ -70,6 +70,7 @@ def create_dashboard(
         Route("/", pages.overview, name="overview"),
         Route("/jobs", pages.jobs, name="jobs"),
         Route("/job/{job_id:path}", pages.job, name="job"),
+        Route("/workflow/{workflow_id:path}", pages.workflow, name="workflow"),
         Route("/schedules", pages.schedules, name="schedules"),
         Route("/audit", audit.show, name="audit"),
         Route("/outbox", outbox_page.show, name="outbox"),
