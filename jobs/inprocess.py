@@ -87,6 +87,11 @@ class InProcessJobDriver:
             self._clock.subscribe(self._notify) if isinstance(self._clock, ManualClock) else None
         )
 
+    @property
+    def clock(self) -> Clock:
+        """The clock it keeps time by (``ClockedDriver``): the one given, else this host's."""
+        return self._clock
+
     # -- producer ------------------------------------------------------------------------------
 
     async def enqueue(self, job: JobRequest) -> str | None:

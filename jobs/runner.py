@@ -47,7 +47,7 @@ from .retry import DEFAULT_BACKOFF, Backoff
 from .service import BackgroundService
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
-from .spi.driver import JobDriver, ProgressReports
+from .spi.driver import ClockedDriver, JobDriver, ProgressReports
 from .spi.records import ClaimedJob, WorkerRegistration
 
 CLAIM_LOOP = "claim"
@@ -551,7 +551,7 @@ def _nothing() -> None:
 
 
 def _counting_clock(driver: object) -> Clock:
-    """The clock the counters' minutes follow: the one a driver was given (tests' ManualClock),
-    else this host's."""
-    given = getattr(driver, "_clock", None)
-    return given if isinstance(given, Clock) else SystemClock()
+    """The clock the counters' minutes follow: the one a driver was given (``ClockedDriver``:
+    tests' ManualClock), else this host's."""
+    given = driver.clock if isinstance(driver, ClockedDriver) else None
+    return given if given is not None else SystemClock()

@@ -46,10 +46,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from jobs.errors import DriverError
 from jobs.spi import (
     MAX_ERRORS_KEPT,
+    AuditPage,
     ClaimedJob,
     JobInfo,
+    JobPage,
     JobRequest,
+    JobState,
     JobStateCounts,
+    JobTypeStats,
+    OutcomeCount,
+    WorkerInfo,
+    WorkerRegistration,
 )
 from jobs.spi.support import (
     Clock,
@@ -89,7 +96,7 @@ PRUNE_BATCH = 1_000
 """At most this many expired rows are deleted by one ``prune()``."""
 
 
-class SQLAlchemyJobStore(SQLOperations):
+class SQLAlchemyJobStore:
     """The JobDriver on SQLAlchemy: SQLite (aiosqlite) or PostgreSQL (asyncpg).
 
     ``url`` or ``engine`` (exactly one): a URL makes an engine the store owns; an engine is
@@ -172,6 +179,13 @@ class SQLAlchemyJobStore(SQLOperations):
         self._next_due = NextDue(self._waiters)
         self._unsubscribe = clock.subscribe(self._wake) if isinstance(clock, ManualClock) else None
         self._closed = False
+        self._operations = SQLOperations(
+            fetch=self._fetch,
+            fetch_unsorted=self._fetch_unsorted,
+            announce=self._announce,
+            postgres=self._postgres,
+            retention=self._retention,
+        )
 
     def __repr__(self) -> str:
         return self._name
@@ -188,6 +202,11 @@ class SQLAlchemyJobStore(SQLOperations):
     @property
     def table(self) -> Table:
         return self._schema.jobs
+
+    @property
+    def clock(self) -> Clock | None:
+        """The clock given in place of the store's (``ClockedDriver``), or None."""
+        return self._clock
 
     # -- producer ------------------------------------------------------------------------------
 
@@ -511,6 +530,71 @@ class SQLAlchemyJobStore(SQLOperations):
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
+
+    # -- operations: SQLOperations (each checks its arguments, then runs its statement) ------
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        return await self._operations.list_jobs(
+            state=state, job_type=job_type, limit=limit, cursor=cursor
+        )
+
+    async def find_job(self, key: str) -> JobInfo | None:
+        return await self._operations.find_job(key)
+
+    async def purge(
+        self,
+        states: Collection[JobState],
+        job_type: str | None = None,
+        older_than_ms: int | None = None,
+    ) -> int:
+        return await self._operations.purge(states, job_type, older_than_ms)
+
+    async def requeue(self, job_id: str) -> bool:
+        return await self._operations.requeue(job_id)
+
+    async def requeue_failed(self, job_type: str | None = None) -> int:
+        return await self._operations.requeue_failed(job_type)
+
+    async def cancel(self, job_id: str) -> bool:
+        return await self._operations.cancel(job_id)
+
+    async def stats(self) -> dict[str, JobTypeStats]:
+        return await self._operations.stats()
+
+    async def delete(self, job_id: str) -> bool:
+        return await self._operations.delete(job_id)
+
+    async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
+        await self._operations.register_worker(worker, ttl_ms)
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        await self._operations.deregister_worker(worker_id)
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        return await self._operations.list_workers()
+
+    async def add_counts(self, counts: Sequence[OutcomeCount]) -> None:
+        await self._operations.add_counts(counts)
+
+    async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
+        return await self._operations.read_counts(since_ms, job_type)
+
+    async def record_action(
+        self, *, action: str, target: str, actor: str, source: str, count: int
+    ) -> None:
+        await self._operations.record_action(
+            action=action, target=target, actor=actor, source=source, count=count
+        )
+
+    async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
+        return await self._operations.list_actions(limit=limit, cursor=cursor)
 
     # -- internals -----------------------------------------------------------------------------
 

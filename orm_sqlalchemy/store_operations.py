@@ -2,15 +2,18 @@
 delete and stats (each one statement, so one atomic step per job), and the worker registry (a
 ``<prefix>workers`` table beside the job table, stamped by the store's clock).
 
-A mixin of ``SQLAlchemyJobStore``: it runs the store's statements (``sql/jobs_*.sql``) through
-its ``_fetch``. Arguments are checked (``jobs.operations``) before any I/O.
+``SQLAlchemyJobStore`` holds one ``SQLOperations`` and hands each operation to it. The object is
+given what it uses and nothing of the store's: a way to run the store's statements
+(``sql/jobs_*.sql``; the store's ``fetch`` checks it is open, makes the schema and binds ``:now``
+from its clock), the wake-up for jobs an operation makes due (``announce``), which database it
+is on and the retention. Arguments are checked (``jobs.spi.support``) before any I/O.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, Protocol
 
 from jobs.spi import (
     AUDIT_KEEP_MS,
@@ -48,7 +51,7 @@ from ._database.connections import Row
 from .rows import job_info, worker_info
 from .tables import state_key
 
-__all__ = ["SQLOperations"]
+__all__ = ["Fetch", "SQLOperations"]
 
 _PAST_EVERY_ROW = (2**63 - 1, "")
 """The (created_at, id) the first page resumes after: greater than any row's."""
@@ -56,18 +59,36 @@ _PAST_EVERY_ROW = (2**63 - 1, "")
 _STATS_COUNTS = ("due", "scheduled", "active", "completed", "failed", "cancelled")
 
 
+class Fetch(Protocol):
+    """Runs one of the store's named statements with ``params``; its rows."""
+
+    def __call__(self, statement: str, **params: Any) -> Awaitable[list[Row]]: ...
+
+
 class SQLOperations:
-    _postgres: bool
-    _retention: Retention
+    """The operations SPI over the store's statements (held by ``SQLAlchemyJobStore``).
 
-    async def _fetch(self, statement: str, **params: Any) -> list[Row]:
-        raise NotImplementedError
+    ``fetch`` runs a statement; ``fetch_unsorted`` runs a listing page, whose ORDER BY is read
+    off an index; ``announce`` wakes the waiters for a type an operation made due (here and,
+    on PostgreSQL, other stores by NOTIFY); ``postgres`` picks the parameter shapes.
+    """
 
-    async def _fetch_unsorted(self, statement: str, **params: Any) -> list[Row]:
-        raise NotImplementedError
+    __slots__ = ("_announce", "_fetch", "_fetch_unsorted", "_postgres", "_retention")
 
-    def _announce(self, job_type: str) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        *,
+        fetch: Fetch,
+        fetch_unsorted: Fetch,
+        announce: Callable[[str], None],
+        postgres: bool,
+        retention: Retention,
+    ) -> None:
+        self._fetch = fetch
+        self._fetch_unsorted = fetch_unsorted
+        self._announce = announce
+        self._postgres = postgres
+        self._retention = retention
 
     async def list_jobs(
         self,

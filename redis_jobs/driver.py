@@ -171,6 +171,11 @@ class RedisJobDriver:
     def keys(self) -> Keys:
         return self._keys
 
+    @property
+    def clock(self) -> Clock | None:
+        """The clock given in place of Redis TIME (``ClockedDriver``), or None."""
+        return self._clock
+
     # -- producer ------------------------------------------------------------------------------
 
     async def enqueue(self, job: JobRequest) -> str | None:

@@ -103,6 +103,7 @@ EXPORTED = {
         "OutcomeCounters",
         "ProgressReports",
         "WorkflowStore",
+        "ClockedDriver",
         "JobRequest",
         "ClaimedJob",
         "JobInfo",

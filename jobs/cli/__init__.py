@@ -14,6 +14,7 @@ from . import (
     outbox_command,
     read_commands,
     worker_command,
+    workflow_command,
     write_commands,
 )
 from .errors import CliUsageError, CommandFailed, StoreError
@@ -46,6 +47,7 @@ _COMMAND_MODULES = (
     outbox_command,
     read_commands,
     worker_command,
+    workflow_command,
     write_commands,
 )
 

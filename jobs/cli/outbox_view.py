@@ -10,31 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spi.outbox import OutboxOperations, OutboxStore
+from ..outbox_status import outbox_operations, outbox_status
 from .durations import format_ms
-from .hints import settle_all
+from .errors import StoreError
+from .running import STORE_FAILURES, describe_failure
+
+__all__ = ["outbox_line", "outbox_operations", "outbox_view"]
 
 
-def outbox_operations(store: OutboxStore | None) -> OutboxOperations | None:
-    """The store, when it has the operators' part of the outbox SPI."""
-    return store if isinstance(store, OutboxOperations) else None
-
-
-async def outbox_view(store: OutboxStore | None) -> dict[str, Any] | None:
-    """``{unpublished, oldest_age_ms, with_errors, published_last_hour, relays, no_relay}``, or
-    None without an outbox store that has ``OutboxOperations``."""
-    operations = outbox_operations(store)
-    if operations is None:
-        return None
-    stats, relays = await settle_all(operations.outbox_stats(), operations.list_relays())
-    return {
-        "unpublished": stats.unpublished,
-        "oldest_age_ms": stats.oldest_age_ms,
-        "with_errors": stats.with_errors,
-        "published_last_hour": stats.published_last_hour,
-        "relays": len(relays),
-        "no_relay": stats.unpublished > 0 and not relays,
-    }
+async def outbox_view(store: object) -> dict[str, Any] | None:
+    """The view ``stats`` shows (``jobs.outbox_status``); a failure of the outbox store is one
+    line naming it (not the job store)."""
+    try:
+        return await outbox_status(store)
+    except STORE_FAILURES as exc:
+        raise StoreError(f"outbox store {store!r} failed: {describe_failure(exc)}") from None
 
 
 def outbox_line(view: dict[str, Any]) -> str:
@@ -51,5 +41,5 @@ def outbox_line(view: dict[str, Any]) -> str:
     ]
     line = "outbox: " + ", ".join(parts)
     if view["no_relay"]:
-        line += ": NO RELAY (entries wait and no relay is alive; start `neverlost worker APP`)"
+        line += ": NO RELAY (no relay is alive: start `neverlost worker APP`)"
     return line

@@ -311,6 +311,9 @@ def show_job(
             ("timeout_ms", info.timeout_ms),
             ("progress", _progress_text(info.progress)),
         ]  # fmt: skip
+        if info.workflow_id is not None:
+            fields.append(("workflow", info.workflow_id))
+            fields.append(("after", ", ".join(info.depends_on) or None))
         out = console()
         out.print(table(f"job {info.id}", ("field", "value"), fields))
         out.print(_json_panel("payload", info.payload))

@@ -9,6 +9,7 @@ registers a ``DriverFactory`` for its URL schemes in the ``neverlost.drivers`` e
 
 from .driver import (
     AuditTrail,
+    ClockedDriver,
     JobDriver,
     JobOperations,
     JobStore,
@@ -74,6 +75,7 @@ __all__ = [
     "OutcomeCounters",
     "ProgressReports",
     "WorkflowStore",
+    "ClockedDriver",
     # records
     "JobRequest",
     "ClaimedJob",

@@ -26,7 +26,8 @@ race (False, or not counted). Cancelling an active job revokes its lease token, 
 next heartbeat and its settle are refused. Arguments reach a driver already validated by
 ``JobQueue``.
 
-A driver given a ``Clock`` uses it in place of the store's clock (tests).
+A driver given a ``Clock`` uses it in place of the store's clock (tests), and says so as
+``clock`` (``ClockedDriver``): the runner counts its outcomes' minutes by that clock too.
 
 ``JobDriver`` is the union of three parts a caller may name alone: ``JobStore`` (what the
 runner and the queue's producer side use), ``JobOperations`` (what an operator's tools use) and
@@ -38,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Protocol, runtime_checkable
 
+from ..clock import Clock
 from .records import (
     AuditPage,
     ClaimedJob,
@@ -61,6 +63,7 @@ __all__ = [
     "OutcomeCounters",
     "ProgressReports",
     "WorkflowStore",
+    "ClockedDriver",
     "JobDriver",
 ]
 
@@ -301,6 +304,20 @@ class OutcomeCounters(Protocol):
         """The stored rows of minutes starting at or after ``since_ms`` (of ``job_type``), by
         minute, then type, then outcome."""
         ...
+
+
+@runtime_checkable
+class ClockedDriver(Protocol):
+    """A driver that may be given a clock in place of its store's (a test's ``ManualClock``).
+
+    ``clock`` is the clock it was given, or None when the store keeps the time. The runner
+    counts outcomes (``OutcomeCounters``) by the minutes of that clock, else by this host's, so
+    a test that moves the driver's clock moves the counters' minutes with it. Optional: a
+    driver without it is counted by this host's clock.
+    """
+
+    @property
+    def clock(self) -> Clock | None: ...
 
 
 @runtime_checkable

@@ -1,6 +1,7 @@
 """The conformance cases of the outcome counters (``jobs.spi.OutcomeCounters``): batches add up
 by minute, type and outcome, bucket by bucket; reads filter by minute and type; rows older than
-``COUNTERS_KEEP_MS`` go; purging jobs leaves them; a runner's executions reach them."""
+``COUNTERS_KEEP_MS`` go; purging jobs leaves them; a runner's executions reach them, counted by
+the minutes of the driver's clock (``ClockedDriver``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from jobs.handlers import JobHandlerRegistry
 from jobs.queue import JobQueue
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
-from jobs.spi import COUNTERS_KEEP_MS, DURATION_BOUNDS_MS, OutcomeCount, OutcomeCounters
+from jobs.spi import (
+    COUNTERS_KEEP_MS,
+    DURATION_BOUNDS_MS,
+    ClockedDriver,
+    OutcomeCount,
+    OutcomeCounters,
+)
 from jobs.spi.support import ManualClock
 
 from .helpers import LEASE_MS, DriverHarness, wait_until
@@ -104,3 +111,34 @@ class CountersConformance:
         assert (history["c.bad"].retried, history["c.bad"].failed) == (1, 1)
         assert history["c.ok"].p50_ms is not None
         await flush(runner.tally, driver)  # nothing left to write
+
+    async def test_a_runner_counts_by_the_minutes_of_the_drivers_clock(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        driver = await driver_harness.driver()
+        assert isinstance(driver, OutcomeCounters)
+        assert isinstance(driver, ClockedDriver)
+        assert driver.clock is driver_harness.clock
+        clock = driver_harness.clock
+        clock.advance(3 * 60 * MINUTE_MS)  # hours away from this host's clock
+        registry = JobHandlerRegistry()
+
+        async def works(payload: object) -> None:
+            return None
+
+        registry.register("c.clocked", works)
+        queue = JobQueue(driver)
+        await queue.enqueue("c.clocked", {})
+        runner = JobRunner(driver, registry, JobsSettings(lease_ms=LEASE_MS, poll_interval_ms=50))
+        runner.start()
+        try:
+
+            async def completed() -> bool:
+                stats = await queue.stats()
+                return stats["c.clocked"].completed == 1
+
+            await wait_until(completed, timeout=10.0, message="the runner to complete the job")
+        finally:
+            await runner.close()  # flushes what it counted
+        rows = [row for row in await driver.read_counts(0) if row.type == "c.clocked"]
+        assert [(row.minute_ms, row.outcome) for row in rows] == [(_minute(clock), "completed")]

@@ -17,6 +17,7 @@ from ..queue import JobQueue
 from .actions import Actions
 from .audit_page import AuditPage
 from .guard import CsrfTokens, DashboardGuard
+from .outbox_page import OutboxPage
 from .pages import Pages
 from .render import PACKAGE_DIR, Renderer
 from .source import DashboardSource
@@ -33,6 +34,7 @@ def create_dashboard(
     csrf_secret: bytes | None = None,
     redact: Callable[[Any], Any] | None = None,
     banner: str | None = None,
+    outbox: object = None,
 ) -> Starlette:
     """The dashboard as an ASGI app: mount it (``app.mount("/jobs", dashboard)``) or serve it.
 
@@ -45,25 +47,34 @@ def create_dashboard(
     changed): ``jobs.redaction.redact_keys(["password", "ssn"])`` shows those keys' values, at
     any depth, as ``"***"``. ``banner`` is a warning shown at the top of every page (``neverlost
     dashboard`` sets one when it listens beyond loopback).
+
+    ``outbox`` is an outbox store to show (an ``ApplicationContext``'s bean ``outbox_store`` is
+    found by itself): the overview's Outbox panel and the Outbox page (entries by state, a
+    stuck one retried with actions on) need ``jobs.spi.OutboxOperations``.
     """
     if refresh_ms < 250:
         raise ValueError(
             f"refresh_ms must be at least 250 (a page poll per interval), got {refresh_ms}"
         )
-    source = DashboardSource(queue_or_context)
+    source = DashboardSource(queue_or_context, outbox=outbox)
     csrf = CsrfTokens(csrf_secret)
     renderer = Renderer(
-        allow_actions=allow_actions, refresh_ms=refresh_ms, title=title, csrf=csrf, banner=banner
-    )
+        allow_actions=allow_actions, refresh_ms=refresh_ms, title=title, csrf=csrf, banner=banner,
+        outbox=source.outbox is not None,
+    )  # fmt: skip
     pages = Pages(source, renderer, redact=redact)
     actions = Actions(source, renderer, csrf)
     audit = AuditPage(source, renderer)
+    outbox_page = OutboxPage(source, renderer, csrf)
     routes = [
         Route("/", pages.overview, name="overview"),
         Route("/jobs", pages.jobs, name="jobs"),
         Route("/job/{job_id:path}", pages.job, name="job"),
+        Route("/workflow/{workflow_id:path}", pages.workflow, name="workflow"),
         Route("/schedules", pages.schedules, name="schedules"),
         Route("/audit", audit.show, name="audit"),
+        Route("/outbox", outbox_page.show, name="outbox"),
+        Route("/actions/outbox-retry", outbox_page.retry, methods=["POST"], name="outbox_retry"),
         Route("/actions/retry", actions.retry, methods=["POST"], name="retry"),
         Route("/actions/cancel", actions.cancel, methods=["POST"], name="cancel"),
         Route("/actions/delete", actions.delete, methods=["POST"], name="delete"),

@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..errors import DriverError
 from ..failures import describe_cause
 from ..spi import JOB_STATES
 from .formatting import now_ms, pretty_json
@@ -78,6 +79,7 @@ class Pages:
             workers=await self.source.workers(),
             throughput=await self.source.throughput(),
             runtimes=await self.source.runtimes(),
+            outbox=await self.source.outbox_status(),
         )
 
     async def jobs(self, request: Request) -> Response:
@@ -135,6 +137,24 @@ class Pages:
             payload=PayloadView.of(payload, whole=whole),
             result=None if result is None else PayloadView.of(result, whole=whole),
             errors=job.errors,
+        )
+
+    async def workflow(self, request: Request) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        try:
+            workflow = await self.source.queue.get_workflow(workflow_id)
+        except DriverError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        if workflow is None:
+            raise HTTPException(404, "no such workflow: unknown, or retention removed its jobs")
+        positions = {job.id: index for index, job in enumerate(workflow.jobs, 1)}
+        return self.renderer.page(
+            request,
+            "workflow.html",
+            nav="jobs",
+            now=now_ms(),
+            workflow=workflow,
+            positions=positions,
         )
 
     async def schedules(self, request: Request) -> Response:

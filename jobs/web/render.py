@@ -15,7 +15,7 @@ from .guard import CSRF_FIELD, CsrfTokens, csrf_cookie
 from .links import link
 
 PACKAGE_DIR = Path(__file__).parent
-ASSET_VERSION = "2"
+ASSET_VERSION = "3"
 
 
 class Renderer:
@@ -29,6 +29,7 @@ class Renderer:
         title: str,
         csrf: CsrfTokens,
         banner: str | None = None,
+        outbox: bool = False,
     ):
         environment = jinja2.Environment(
             loader=jinja2.FileSystemLoader(PACKAGE_DIR / "templates"),
@@ -42,6 +43,7 @@ class Renderer:
         self.title = title
         self.csrf = csrf
         self.banner = banner
+        self.outbox = outbox
 
     def page(
         self, request: Request, template: str, status_code: int = 200, **context: Any
@@ -55,5 +57,6 @@ class Renderer:
             refresh_ms=self.refresh_ms,
             title=self.title,
             banner=self.banner,
+            has_outbox=self.outbox,
         )
         return self.templates.TemplateResponse(request, template, context, status_code=status_code)

@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
 
 from framework import ApplicationContext
 
 from ..audit import Actor
 from ..counters import TypeHistory, summarize
+from ..failures import describe_cause
+from ..outbox_status import outbox_operations, outbox_status
 from ..queue import JobQueue
 from ..schedule import Schedule
 from ..scheduler import JobScheduler
 from ..spi import JobInfo, JobTypeStats, WorkerInfo
-from ..tokens import JOB_QUEUE, JOB_SCHEDULER
+from ..spi.outbox import OutboxOperations
+from ..tokens import JOB_QUEUE, JOB_SCHEDULER, OUTBOX_STORE
 from .throughput import Throughput, count_throughput
 
 THROUGHPUT_CACHE_S = 10.0
@@ -41,7 +47,10 @@ class ScheduleRow:
 class DashboardSource:
     """The queue (and scheduler) behind a dashboard, resolved from a queue or a context."""
 
-    def __init__(self, queue_or_context: JobQueue | ApplicationContext) -> None:
+    def __init__(
+        self, queue_or_context: JobQueue | ApplicationContext, *, outbox: object = None
+    ) -> None:
+        self._outbox = outbox
         if isinstance(queue_or_context, JobQueue):
             self._queue: JobQueue | None = queue_or_context
             self._context: ApplicationContext | None = None
@@ -68,7 +77,25 @@ class DashboardSource:
             return None
         return self._context.get_value(JOB_SCHEDULER)
 
+    @property
+    def outbox(self) -> OutboxOperations | None:
+        """The outbox store given, else the context's (bean ``outbox_store``), when it has
+        ``OutboxOperations``; None otherwise (the Outbox page then says so)."""
+        store = self._outbox
+        if store is None and self._context is not None and OUTBOX_STORE.name in self._context:
+            store = self._context.get_value(OUTBOX_STORE)
+        return outbox_operations(store)
+
     # -- reading -------------------------------------------------------------------------------
+
+    async def outbox_status(self) -> dict[str, Any] | None:
+        """The overview's outbox numbers (``jobs.outbox_status``); None without an outbox. A
+        failing outbox store does not take the page down: ``{"error": ...}`` says why."""
+        try:
+            return await outbox_status(self.outbox)
+        except Exception as exc:
+            logger.warning("dashboard: the outbox store failed: {}", describe_cause(exc))
+            return {"error": describe_cause(exc)}
 
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per type: due, scheduled, active, completed, failed, cancelled, oldest_due_age_ms."""

@@ -34,6 +34,8 @@ from jobs import (
     OutboxStore,
     job_handler,
 )
+from jobs.loss_audit import AuditSLOs
+from jobs.loss_audit_service import LossAuditService
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
 from tests.stores import StoreTarget
 
@@ -153,3 +155,15 @@ class CliInProcessApp(CliTestApp):
     @entry(JOB_DRIVER)
     def job_driver(self) -> JobDriver:
         return SHARED_STORE["driver"]
+
+
+@configuration
+class CliAuditApp(CliOutboxApp):
+    """CliOutboxApp with the live loss auditor in the worker (a pass every 200 ms; a due job
+    is stuck at once)."""
+
+    @entry()
+    def loss_audit(self, job_driver: JobDriver, outbox_store: OutboxStore) -> LossAuditService:
+        return LossAuditService(
+            job_driver, outbox_store, slos=AuditSLOs(due_slo_ms=0), interval_ms=200
+        )

@@ -7,13 +7,16 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
 from jobs import JobOutboxPublisher, JobQueue
 from jobs.cli import cli
 from orm_sqlalchemy import SQLAlchemyOutboxStore
+from tests.cli.conftest import SpawnCli, cli_env
 from tests.stores import StoreTarget
 from tests.support import wait_until
 
@@ -101,3 +104,44 @@ def test_an_app_with_an_outbox_has_its_published_entries_checked(sqlite: StoreTa
 def test_a_bad_slo_is_a_usage_error() -> None:
     done = _run("audit-loss", "--once", "--url", "sqlite+aiosqlite:///x.db", "--max-entries", "0")
     assert done.exit_code == 2
+
+
+AUDIT_HEALTH_PORT = 6641  # this suite's private ports: 6600-6699
+
+
+@pytest.mark.slow
+async def test_a_worker_serves_the_auditors_health_red_while_a_finding_lasts(
+    spawn_cli: SpawnCli, tmp_path: Path
+) -> None:
+    """A LossAuditService bean: `neverlost worker` runs it and /healthz carries its health."""
+    target = StoreTarget.fresh("sqlite", tmp_path)
+    worker = await spawn_cli(
+        "worker", "tests.cli.app:CliAuditApp", "--health-port", str(AUDIT_HEALTH_PORT),
+        "--health-host", "127.0.0.1", env=cli_env(target),
+    )  # fmt: skip
+    try:
+        await worker.wait_for_log("worker ready")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{AUDIT_HEALTH_PORT}") as http:
+
+            async def health() -> dict[str, Any]:
+                return dict((await http.get("/healthz")).json())
+
+            async def auditor_is(healthy: bool) -> bool:
+                auditor = (await health())["services"].get("loss auditor")
+                return auditor is not None and auditor["healthy"] is healthy
+
+            await wait_until(lambda: auditor_is(True), timeout=15, interval=0.1)
+            driver = target.open()
+            try:  # a type no worker serves, due at once past the app's due SLO of 0
+                await JobQueue(driver).enqueue("audit.orphan", {})
+            finally:
+                await driver.close()
+            await wait_until(lambda: auditor_is(False), timeout=15, interval=0.1)
+            report = await health()
+            assert report["healthy"] is False
+            reasons = report["services"]["loss auditor"]["reasons"]
+            assert any("due_no_worker type audit.orphan" in reason for reason in reasons)
+        worker.signal()
+        assert await worker.exit_code() == 0, worker.log_text()
+    finally:
+        await target.drop()

@@ -265,3 +265,45 @@ def test_schedules_lists_the_apps_schedules_with_their_next_occurrence(
     upcoming = datetime.fromisoformat(schedule["next"])
     assert upcoming > datetime.now(UTC)
     assert upcoming.astimezone(ZoneInfo("Europe/Berlin")).hour == 3
+
+
+def test_jobs_show_names_the_workflow_and_the_parents_of_a_workflows_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobs import NewJob
+    from jobs.workflow import chain
+
+    driver = cli_app.SharedInProcessDriver()
+    monkeypatch.setitem(cli_app.SHARED_STORE, "driver", driver)
+    queue = JobQueue(driver)
+
+    async def enqueue() -> tuple[str, str, str]:
+        workflow_id = await queue.enqueue_workflow(
+            chain(NewJob(type="cli.a", payload={}), NewJob(type="cli.b", payload={}))
+        )
+        info = await queue.get_workflow(workflow_id)
+        assert info is not None
+        first, second = (job.id for job in info.jobs)
+        return workflow_id, first, second
+
+    workflow_id, first, second = asyncio.run(enqueue())
+    store = Store(None, {})
+    shown = store.json("jobs", "show", second)
+    assert (shown["workflow_id"], shown["depends_on"]) == (workflow_id, [first])
+    table = store.run("jobs", "show", second)
+    assert table.exit_code == 0, table.output
+    assert any("workflow" in line and workflow_id in line for line in table.stdout.splitlines())
+    assert any("after" in line and first in line for line in table.stdout.splitlines())
+
+    view = store.json("workflows", "show", workflow_id)
+    assert view["state"] == "running"
+    assert [(job["id"], job["state"]) for job in view["jobs"]] == [
+        (first, "pending"), (second, "pending"),
+    ]  # fmt: skip
+    listing = store.run("workflows", "show", workflow_id)
+    assert listing.exit_code == 0, listing.output
+    row = next(line for line in listing.stdout.splitlines() if "cli.b" in line)
+    assert "#1" in row, listing.stdout
+    missing = store.run("workflows", "show", "no-such-workflow")
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == "Error: no workflow 'no-such-workflow'"

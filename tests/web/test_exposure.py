@@ -156,3 +156,24 @@ async def test_the_job_page_shows_the_progress_reported(queue: JobQueue) -> None
     async with client_for(create_dashboard(queue)) as client:
         page = await client.get(f"/job/{job_id}")
     assert '<progress max="1" value="0.42"></progress> 42% · row &lt;4&gt; of 10' in page.text
+
+
+async def test_the_workflow_page_lists_its_jobs_in_dependency_order(tmp_path: Path) -> None:
+    from jobs import InProcessJobDriver, NewJob
+    from jobs.workflow import group
+
+    queue = JobQueue(InProcessJobDriver())
+    workflow = group(NewJob(type="page", payload={}), NewJob(type="page", payload={}))
+    workflow_id = await queue.enqueue_workflow(workflow.then(NewJob(type="zip<b>", payload={})))
+    info = await queue.get_workflow(workflow_id)
+    assert info is not None
+    async with client_for(create_dashboard(queue)) as client:
+        page = await client.get(f"/workflow/{workflow_id}")
+        job_page = await client.get(f"/job/{info.jobs[2].id}")
+        missing = await client.get("/workflow/no-such-workflow")
+    assert page.status_code == 200
+    assert page.text.index(info.jobs[0].id) < page.text.index(info.jobs[2].id)
+    assert "zip&lt;b&gt;" in page.text
+    assert "#1, #2" in page.text
+    assert f"/workflow/{workflow_id}" in job_page.text
+    assert missing.status_code == 404

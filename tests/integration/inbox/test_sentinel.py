@@ -77,3 +77,24 @@ async def test_a_def_handlers_failed_attempt_rolls_back_and_the_retry_commits_on
     assert await run_until_finished(jobs, registry_of(handler), job_id) == "completed"
     assert attempts == [1, 2]
     assert await effects_db.effect_count(job_id) == 1
+
+
+async def test_a_def_handlers_rerun_after_its_commit_skips_the_effect(
+    jobs: Jobs, effects_db: EffectsDb
+) -> None:
+    firsts: list[bool] = []
+
+    @job_handler(JOB, backoff=lambda attempt: 0, max_attempts=3)
+    def handler(payload: dict[str, Any], ctx: JobContext) -> None:
+        with effects_db.inbox.once_sync(ctx) as first:
+            firsts.append(first)
+            if first:
+                effects_db.write_effect_sync(effects_db.inbox.sync_session, ctx.id)
+        if ctx.attempt == 1:
+            raise Boom("failed after the commit")
+
+    job_id = await JobQueue(jobs.driver).enqueue(JOB, {})
+    assert job_id is not None
+    assert await run_until_finished(jobs, registry_of(handler), job_id) == "completed"
+    assert firsts == [True, False]
+    assert await effects_db.effect_count(job_id) == 1
