@@ -12,11 +12,19 @@ from typing import Any
 
 from ..outbox_status import outbox_operations, outbox_status
 from .durations import format_ms
+from .errors import StoreError
+from .running import STORE_FAILURES, describe_failure
 
 __all__ = ["outbox_line", "outbox_operations", "outbox_view"]
 
-outbox_view = outbox_status
-"""The view ``stats`` shows (``jobs.outbox_status``)."""
+
+async def outbox_view(store: object) -> dict[str, Any] | None:
+    """The view ``stats`` shows (``jobs.outbox_status``); a failure of the outbox store is one
+    line naming it (not the job store)."""
+    try:
+        return await outbox_status(store)
+    except STORE_FAILURES as exc:
+        raise StoreError(f"outbox store {store!r} failed: {describe_failure(exc)}") from None
 
 
 def outbox_line(view: dict[str, Any]) -> str:

@@ -10,10 +10,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from loguru import logger
+
 from framework import ApplicationContext
 
 from ..audit import Actor
 from ..counters import TypeHistory, summarize
+from ..failures import describe_cause
 from ..outbox_status import outbox_operations, outbox_status
 from ..queue import JobQueue
 from ..schedule import Schedule
@@ -86,8 +89,13 @@ class DashboardSource:
     # -- reading -------------------------------------------------------------------------------
 
     async def outbox_status(self) -> dict[str, Any] | None:
-        """The overview's outbox numbers (``jobs.outbox_status``); None without an outbox."""
-        return await outbox_status(self.outbox)
+        """The overview's outbox numbers (``jobs.outbox_status``); None without an outbox. A
+        failing outbox store does not take the page down: ``{"error": ...}`` says why."""
+        try:
+            return await outbox_status(self.outbox)
+        except Exception as exc:
+            logger.warning("dashboard: the outbox store failed: {}", describe_cause(exc))
+            return {"error": describe_cause(exc)}
 
     async def stats(self) -> dict[str, JobTypeStats]:
         """Per type: due, scheduled, active, completed, failed, cancelled, oldest_due_age_ms."""

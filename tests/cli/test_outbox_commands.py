@@ -174,3 +174,14 @@ def test_outbox_commands_need_an_app_with_an_outbox(
     by_url = _outbox_cli("list", "--url", target.url)
     assert by_url.exit_code == 2
     assert "give APP, not --url" in by_url.output
+
+
+def test_a_failing_outbox_store_is_named_by_stats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_TARGET", StoreTarget.fresh("sqlite", tmp_path).to_json())
+    monkeypatch.setenv("CLI_TEST_OUTBOX_URL", "postgresql+asyncpg://postgres@127.0.0.1:6633/app")
+    result = CliRunner().invoke(cli, ["stats", OUTBOX_APP, "--json"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: outbox store SQLAlchemyOutboxStore(postgresql")
+    assert "6633" in result.output
