@@ -12,9 +12,9 @@ A single transaction can ask for a deferred BEGIN (for a long read-only report, 
 ``conn.execution_options(sqlite_begin="DEFERRED")``. PostgreSQL engines are left as they are.
 
 Writers of one process queue in the process, not in SQLite's busy handler: a configured engine
-has a writer gate (``writer_gate(engine)``, ``_database.sqlite_writers``: why, and the
-figures), whose turn the ``begin`` listener takes for a transaction opened by the transaction
-manager (``open_turn_slot``).
+has a writer gate (``writer_gate(engine)``; ``_database.sqlite_writes``: how a write on SQLite
+is scheduled, why, and the figures), whose turn the ``begin`` listener takes for a transaction
+opened by the transaction manager (``open_turn_slot``).
 """
 
 from __future__ import annotations
@@ -40,14 +40,13 @@ except ImportError:  # pragma: no cover - SQLAlchemy 2.0
 from jobs.errors import require_extra
 from jobs.spi.support import redact_url
 
-from ._database.sqlite_writers import (
-    GATE_ATTRIBUTE,
+from ._database.sqlite_writes import (
     SQLiteWriterGate,
     TurnWatcher,
-    turn_slot,
+    attach_writer_gate,
+    take_turn_at_begin,
     writer_gate,
 )
-from ._process_lock import writer_lock_path
 from ._sqlite_files import private_database_files
 
 __all__ = [
@@ -350,19 +349,12 @@ def configure_sqlite(
         mode = str(conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")).upper()
         if mode not in _BEGIN_MODES:
             raise ValueError(f"sqlite_begin must be one of {sorted(_BEGIN_MODES)}, got {mode!r}")
-        slot = turn_slot.get()
-        if slot is not None and slot.turns is None and mode != "DEFERRED":
-            try:
-                _await(slot.take(gate))
-            except sqlite3.OperationalError as exc:
-                raise DBAPIError.instance(f"BEGIN {mode}", None, exc, sqlite3.Error) from exc
+        take_turn_at_begin(gate, mode)
         begin_on_driver(conn, f"BEGIN {mode}")
 
-    gate = SQLiteWriterGate(busy_timeout_ms / 1000, lock_path=writer_lock_path(engine.url))
+    gate = attach_writer_gate(sync_engine, busy_timeout_ms)
     event.listen(sync_engine, "checkout", on_checkout)
     event.listen(sync_engine, "begin", on_begin)
-    event.listen(sync_engine, "engine_disposed", lambda _engine: gate.close())
-    setattr(sync_engine, GATE_ATTRIBUTE, gate)
     setattr(sync_engine, _CONFIGURED_FLAG, True)
 
 

@@ -28,7 +28,7 @@ store can open connections of its own on (sqlite+aiosqlite on a file, or postgre
 not StaticPool); ``close()`` closes those connections. On PostgreSQL its pool needs room for
 the app's transactions and the stores' statements (``engine.create_engine``: 20). On SQLite
 the app's transactions through the manager and the store's statements take the write lock in
-turn in the process (``engine.SQLiteWriterGate``).
+turn in the process (``_database.sqlite_writes``).
 
 What an append costs the app's transaction: one INSERT, run on the session's driver
 connection (aiosqlite: one hop to its thread instead of the adapter's four; asyncpg: once the
@@ -109,10 +109,10 @@ from jobs.spi.support import (
 
 from ._database import asyncpg_errors
 from ._database.app_appends import AppAppends
-from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
+from ._database.connections import Backend, PostgresBackend, Row
 from ._database.errors import check_engine, store_error
 from ._database.listener import listen_engine
-from ._database.sqlite_commits import sqlite_commits
+from ._database.sqlite_writes import SQLiteBackend, sqlite_commits
 from ._database.statements import load_statements, text_statement
 from ._database.wakeup import PostgresWakeups
 from .engine import is_sqlite
@@ -696,7 +696,7 @@ class SQLAlchemyOutboxStore:
 
     async def wait_for_entries(self, timeout_ms: int) -> None:
         """Return after a commit that appended (here, or on PostgreSQL anywhere; on SQLite any
-        commit to the file by another connection, ``_database.sqlite_commits``), or timeout.
+        commit to the file by another connection, ``_database.sqlite_writes.commits``), or timeout.
 
         Returns at once if such a commit happened since the last call; an idle store waits the
         whole ``timeout_ms``.

@@ -67,12 +67,12 @@ from jobs.spi.support import (
     stalled_error_parts,
 )
 
-from ._database.connections import Backend, PostgresBackend, Row, SQLiteBackend
+from ._database.connections import Backend, PostgresBackend, Row
 from ._database.errors import check_engine, store_error
 from ._database.in_transaction import InTransactionCompletion
 from ._database.listener import listen_engine
 from ._database.next_due import NextDue
-from ._database.sqlite_commits import sqlite_commits
+from ._database.sqlite_writes import SQLiteBackend, sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
 from ._sqlite_files import require_database
@@ -457,7 +457,7 @@ class SQLAlchemyJobStore:
 
         Wakes on enqueues and retries through this store and, on PostgreSQL, through any
         store on the same table (LISTEN/NOTIFY), on SQLite on a commit to the file by any
-        other connection (``_database.sqlite_commits``), and when an injected ManualClock
+        other connection (``_database.sqlite_writes.commits``), and when an injected ManualClock
         moves. On PostgreSQL, after a claim of the same types that took fewer jobs than asked,
         the next due time is the one that claim answered (``_database.next_due``), with no
         statement.

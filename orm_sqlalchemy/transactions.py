@@ -42,7 +42,7 @@ from sqlalchemy import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ._database.errors import check_engine
-from ._database.sqlite_writers import close_turn_slot, open_turn_slot, writer_gate
+from ._database.sqlite_writes import close_turn_slot, open_turn_slot, writer_gate
 from .engine import configure_sqlite, create_engine
 from .errors import NoTransactionError, SQLAlchemyJobsError
 
@@ -125,7 +125,7 @@ class SQLAlchemyTransactionManager:
     any transaction here may write, and a deferred one that upgrades fails at once. So the
     outermost transactions of a SQLite manager take the engine's writer gate at their BEGIN
     (the first statement), one at a time in arrival order, and give it back at commit or
-    rollback, before the after-commit callbacks (``engine.SQLiteWriterGate``).
+    rollback, before the after-commit callbacks (``_database.sqlite_writes``).
     """
 
     def __init__(self, engine: AsyncEngine, *, expire_on_commit: bool = False) -> None:

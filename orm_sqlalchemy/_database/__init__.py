@@ -6,6 +6,6 @@ LISTEN connection and wake-ups. Nothing here is public API.
 ``statements``   the SQL of ``sql/*.sql``, loaded once per table
 ``listener``     LISTEN on a PostgreSQL channel over a connection of its own
 ``wakeup``       idle waiters and coalesced NOTIFYs
-``sqlite_commits`` commits to a SQLite file by other connections (PRAGMA data_version)
-``sqlite_writers`` SQLite's write lock handed to a process's writers in turn (the writer gate)
+``sqlite_writes`` how a write on SQLite is scheduled: the writer gate's turns, the lock file
+                between processes, the turn taken at BEGIN, group commit, the commit watch
 """

@@ -23,9 +23,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
-from orm_sqlalchemy._database.connections import SQLiteBackend
+from orm_sqlalchemy._database.sqlite_writes import SQLiteBackend, writer_lock_path
 from orm_sqlalchemy._database.statements import Statement
-from orm_sqlalchemy._process_lock import writer_lock_path
 from orm_sqlalchemy.engine import configure_sqlite, writer_gate
 
 DEADLINE_S = 10.0

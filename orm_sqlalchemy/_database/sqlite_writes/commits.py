@@ -12,7 +12,7 @@ while idle.
 The store's own engine's commits move it as well, and a waiter woken by them claims for
 nothing (measured: a runner whose job settled while it waited made one empty claim per settle,
 lease heartbeat or relay mark that came in during a wait). Every commit of the engine's gated
-transactions falls inside one of its write turns (``engine.SQLiteWriterGate``), and during a
+transactions falls inside one of its write turns (``turns.SQLiteWriterGate``), and during a
 turn no other writer of a neverlost engine commits (the turn holds the lock between processes
 too). So from a wait on, the watch reads the version as each turn begins (a change since
 the last read is another connection's) and as it ends (what changed meanwhile is the engine's
@@ -30,7 +30,7 @@ import sqlite3
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .sqlite_writers import SQLiteWriterGate, writer_gate
+from .turns import SQLiteWriterGate, writer_gate
 
 __all__ = ["WATCH_INTERVAL_S", "SQLiteCommits", "sqlite_commits"]
 

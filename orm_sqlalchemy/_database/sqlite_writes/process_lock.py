@@ -27,7 +27,7 @@ import weakref
 
 from sqlalchemy.engine import URL
 
-from ._sqlite_files import database_path
+from ..._sqlite_files import database_path
 
 __all__ = ["LOCK_SUFFIX", "ProcessWriterLock", "writer_lock_path"]
 

@@ -12,7 +12,7 @@ loop iteration. The pool keeps its connections, so readers (WAL) are not held up
 
 Between processes (the app and a ``neverlost worker`` beside it on one file) the turn's holder
 also takes an advisory lock on ``<database>-neverlost-writer.lock`` for its turn
-(``_process_lock``): the kernel wakes the waiting process when the holder lets go, or dies.
+(``process_lock``): the kernel wakes the waiting process when the holder lets go, or dies.
 Measured, 10 producers with the relay and runner in a worker process, runs interleaved:
 commit-to-handler p50 85-1,330 ms and p99 0.4-2.5 s through SQLite's busy handler, p50 35-39
 ms and p99 65-91 ms queued on the lock file, at the same commit rate (the p50 is mostly the
@@ -22,10 +22,10 @@ worker's 50 ms ``data_version`` watch). Relay and runner in the producers' proce
 another tool on the file, any writer on Windows) still meets the lock in the busy handler; an
 in-memory database has no lock file.
 
-The gate is made and attached to an engine by ``engine.configure_sqlite``; this module is the
-whole of how a process's writers take turns (``SQLiteWriterGate``, ``WriterTurns``, the
+The gate is made and attached to an engine by ``engine.configure_sqlite`` (``begin``); this
+module is how a process's writers take turns (``SQLiteWriterGate``, ``WriterTurns``, the
 transaction's ``TurnSlot``). The stores group their statements into turns
-(``connections.SQLiteBackend``); ``sqlite_commits`` watches commits by other connections.
+(``group_commit.SQLiteBackend``); ``commits`` watches commits by other connections.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Protocol
 from loguru import logger
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .._process_lock import ProcessWriterLock
+from .process_lock import ProcessWriterLock
 
 __all__ = [
     "GATE_ATTRIBUTE",
