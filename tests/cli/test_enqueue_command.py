@@ -52,7 +52,8 @@ def test_enqueue_by_url_stores_the_job_with_its_options(kind: str, tmp_path: Pat
     try:
         done = _run(
             "enqueue", "email.send", "--payload", '{"to": "a@b.c", "n": [1, null]}',
-            "--key", "welcome:7", "--delay", "5m", "--max-attempts", "4", "--json", *url,
+            "--key", "welcome:7", "--delay", "5m", "--max-attempts", "4", "--priority", "-7",
+            "--json", *url,
         )  # fmt: skip
         assert done.exit_code == 0, done.output
         job_id = json.loads(done.stdout)["id"]
@@ -60,7 +61,7 @@ def test_enqueue_by_url_stores_the_job_with_its_options(kind: str, tmp_path: Pat
         assert (job.id, job.type, job.state) == (job_id, "email.send", "pending")
         assert job.key == "welcome:7"
         assert job.payload == {"to": "a@b.c", "n": [1, None]}
-        assert job.max_attempts == 4
+        assert (job.max_attempts, job.priority) == (4, -7)
         assert job.created_at is not None
         assert 299 <= (job.run_at - job.created_at).total_seconds() <= 301
 
@@ -132,8 +133,9 @@ def test_enqueue_given_app_names_an_unknown_type_and_enqueues_it_only_when_asked
         (["--payload", "NaN"], "Error: payload: float nan is not JSON"),
         (["--max-attempts", "0"], None),
         (["--delay", "soon"], None),
+        (["--priority", "101"], None),
     ],
-    ids=["python-repr", "missing-file", "nan", "max-attempts", "delay"],
+    ids=["python-repr", "missing-file", "nan", "max-attempts", "delay", "priority"],
 )
 def test_a_bad_enqueue_is_one_line_and_stores_nothing(
     sqlite: StoreTarget, args: list[str], message: str | None
