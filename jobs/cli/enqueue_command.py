@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from ..errors import JobOptionError, PayloadError
+from ..options import MAX_PRIORITY, MIN_PRIORITY
 from ..tokens import JOB_HANDLER_REGISTRY
 from .durations import Duration, format_ms
 from .errors import CliUsageError
@@ -79,13 +80,18 @@ async def _check_type(target: Target, job_type: str) -> None:
 @click.option("--max-attempts", type=int, help="Attempts before it fails for good.")
 @click.option("--timeout", "timeout_ms", type=Duration(), help="Cancel an attempt after this.")
 @click.option(
+    "--priority", type=int,
+    help=f"{MIN_PRIORITY}..{MAX_PRIORITY}: among due jobs a higher one runs first. "
+    "[the handler's, else 0]",
+)  # fmt: skip
+@click.option(
     "--any-type", is_flag=True,
     help="With APP: enqueue a type the APP has no handler for (a worker elsewhere runs it).",
 )  # fmt: skip
 def enqueue(
     job_type: str, as_json: bool, payload_text: str | None, key: str | None,
-    delay: int | None, max_attempts: int | None, timeout_ms: int | None, any_type: bool,
-    **params: Any,
+    delay: int | None, max_attempts: int | None, timeout_ms: int | None,
+    priority: int | None, any_type: bool, **params: Any,
 ) -> None:  # fmt: skip
     """Enqueue a job of TYPE: prints its id (or, when --key is held, the job holding it).
 
@@ -101,7 +107,7 @@ def enqueue(
         try:  # the APP's queue validates a type name against its registered definition
             job_id = await target.queue.enqueue(
                 job_type, payload, delay_ms=delay, max_attempts=max_attempts,
-                timeout_ms=timeout_ms, key=key,
+                timeout_ms=timeout_ms, key=key, priority=priority,
             )  # fmt: skip
         except (PayloadError, JobOptionError, ValueError) as exc:
             raise CliUsageError(" ".join(str(exc).split())) from None
