@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from ..errors import JobOptionError, PayloadError
+from ..options import MAX_PRIORITY, MIN_PRIORITY
 from ..tokens import JOB_HANDLER_REGISTRY
 from .durations import Duration, format_ms
 from .errors import CliUsageError
@@ -80,7 +81,8 @@ async def _check_type(target: Target, job_type: str) -> None:
 @click.option("--timeout", "timeout_ms", type=Duration(), help="Cancel an attempt after this.")
 @click.option(
     "--priority", type=int,
-    help="-100 to 100: among due jobs a higher one is claimed first. [the handler's, else 0]",
+    help=f"{MIN_PRIORITY}..{MAX_PRIORITY}: among due jobs a higher one runs first. "
+    "[the handler's, else 0]",
 )  # fmt: skip
 @click.option(
     "--any-type", is_flag=True,

@@ -147,3 +147,15 @@ def test_a_bad_enqueue_is_one_line_and_stores_nothing(
     if message is not None:
         assert lines[0] == message
     assert _stored(sqlite) == []
+
+
+def test_priority_is_stored_and_a_bad_one_is_a_usage_error(sqlite: StoreTarget) -> None:
+    url = ["--url", sqlite.url, "--table-prefix", sqlite.namespace]
+    done = _run("enqueue", "report.build", "--priority", "7", "--json", *url)
+    assert done.exit_code == 0, done.output
+    (job,) = _stored(sqlite)
+    assert (job.id, job.priority) == (json.loads(done.stdout)["id"], 7)
+    refused = _run("enqueue", "report.build", "--priority", "101", *url)
+    assert refused.exit_code == 2
+    assert "priority" in refused.output
+    assert len(_stored(sqlite)) == 1
