@@ -305,7 +305,8 @@ def show_job(
         fields = [
             ("id", info.id), ("type", info.type), ("state", info.state), ("key", info.key),
             ("attempts", f"{info.attempts} of {info.max_attempts}"),
-            ("stalls", f"{info.stalls} of {info.max_stalls}"), ("run_at", info.run_at),
+            ("stalls", f"{info.stalls} of {info.max_stalls}"), ("priority", info.priority),
+            ("run_at", info.run_at),
             ("created_at", info.created_at),
             ("finished_at", info.finished_at),
             ("timeout_ms", info.timeout_ms),

@@ -149,12 +149,15 @@ def test_jobs_list_and_show_print_the_jobs_as_stored(store: Store) -> None:
     assert shown["payload"] == {"order": 7}
     assert shown["state"] == "failed"
     assert (shown["attempts"], shown["max_attempts"]) == (1, 1)
-    assert (shown["stalls"], shown["max_stalls"]) == (0, 10)
+    assert (shown["stalls"], shown["max_stalls"], shown["priority"]) == (0, 10, 0)
     assert [(e["attempt"], e["error"].splitlines()[0]) for e in shown["errors"]] == [(1, ERROR)]
     table = store.run("jobs", "show", store.ids["failed"])
     assert table.exit_code == 0, table.output
     assert any(
         "stalls" in line and "0 of 10" in line for line in table.stdout.splitlines()
+    ), table.stdout
+    assert any(
+        "priority" in line and line.rstrip(" │").endswith("0") for line in table.stdout.splitlines()
     ), table.stdout
     assert datetime.fromisoformat(shown["created_at"]) <= datetime.now(UTC)
     assert store.json("jobs", "show", "--key", "receipt:7")["id"] == store.ids["due"]

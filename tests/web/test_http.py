@@ -140,6 +140,7 @@ async def test_job_detail_shows_payload_errors_key_and_times(
     assert "&#34;month&#34;: &#34;2026-11&#34;" in page.text  # pretty-printed, escaped
     assert 'class="pill pill-failed"' in page.text
     assert re.search(r"<dt>stalls</dt><dd [^>]*>0 of 10</dd>", page.text)
+    assert re.search(r"<dt>priority</dt><dd [^>]*>0</dd>", page.text)
     assert missing.status_code == 404
     assert "no such job" in missing.text
 
