@@ -34,8 +34,9 @@ from .handlers import JobHandlerRegistry, job_handler
 from .health import Health, LoopHealth
 from .inprocess import InProcessJobDriver
 from .logs import enable_logging
+from .new_job import NewJob
 from .outbox_relay import JobOutboxPublisher, OutboxRelay
-from .queue import JobQueue, NewJob
+from .queue import JobQueue
 from .redaction import redact_url
 from .retry import Backoff, exponential_backoff
 from .runner import JobRunner

@@ -40,7 +40,8 @@ from loguru import logger
 from .clock import to_datetime
 from .failures import FailureStreak
 from .metrics import record_published, record_published_batch, watch_outbox
-from .queue import JobQueue, NewJob
+from .new_job import NewJob
+from .queue import JobQueue
 from .relay_presence import DEFAULT_PRESENCE_INTERVAL_MS, RelayPresence
 from .retry import Backoff, exponential_backoff
 from .service import BackgroundService

@@ -6,7 +6,6 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -18,6 +17,7 @@ from .audit import Actor
 from .definitions import JobDefinition
 from .errors import DriverError, JobOptionError
 from .metrics import record_enqueued, record_enqueued_batch
+from .new_job import NewJob
 from .options import (
     MAX_ATTEMPTS,
     MAX_DELAY_MS,
@@ -76,24 +76,6 @@ def new_job_ids(count: int) -> list[str]:
 def _id_stamp() -> str:
     """A job id's first 12 hex characters: milliseconds since the epoch."""
     return f"{time.time_ns() // 1_000_000:012x}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewJob:
-    """One job of a batch for ``JobQueue.enqueue_many``; the fields are ``enqueue``'s, checked
-    by ``enqueue_many`` (an error names the job's index in the batch)."""
-
-    type: str | JobDefinition[Any]
-    payload: Any = None
-    delay_ms: int | None = None
-    run_at: datetime | None = None
-    max_attempts: int | None = None
-    timeout_ms: int | None = None
-    key: str | None = None
-    trace_context: str | None = None
-    """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
-    priority: int | None = None
-    """None: the handler's, else the definition's default, else 0."""
 
 
 class JobQueue:

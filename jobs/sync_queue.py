@@ -32,7 +32,8 @@ from pydantic import BaseModel
 
 from .audit import Actor
 from .definitions import JobDefinition
-from .queue import JobQueue, NewJob
+from .new_job import NewJob
+from .queue import JobQueue
 from .settings import JobsSettings
 from .spi.driver import JobDriver
 from .spi.records import JobInfo, JobPage, JobTypeStats, WorkerInfo

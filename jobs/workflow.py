@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import JobsError
-from .queue import NewJob
+from .new_job import NewJob
 
 __all__ = ["OnFailure", "Step", "Workflow", "WorkflowError", "chain", "group"]
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobs.errors import PayloadError
-from jobs.queue import JobQueue, NewJob
+from jobs.new_job import NewJob
+from jobs.queue import JobQueue
 
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, info_of
 from .requests import new_request

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from jobs.errors import JobOptionError
+from jobs.new_job import NewJob
 from jobs.options import (
     MAX_ATTEMPTS,
     MAX_DELAY_MS,
@@ -23,7 +24,7 @@ from jobs.options import (
     MAX_TIMEOUT_MS,
     MIN_PRIORITY,
 )
-from jobs.queue import JobQueue, NewJob
+from jobs.queue import JobQueue
 from jobs.spi import JOB_STATES, JobDriver
 
 from .helpers import ALL, LEASE_MS, DriverHarness

@@ -9,7 +9,8 @@ pending jobs, as the in-process driver does.)
 
 from __future__ import annotations
 
-from jobs.queue import JobQueue, NewJob
+from jobs.new_job import NewJob
+from jobs.queue import JobQueue
 
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, info_of
 

@@ -13,7 +13,8 @@ import pytest
 from jobs.context import JobContext
 from jobs.errors import DriverError
 from jobs.handlers import JobHandlerRegistry
-from jobs.queue import JobQueue, NewJob
+from jobs.new_job import NewJob
+from jobs.queue import JobQueue
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
 from jobs.spi import WorkflowJob, WorkflowStore

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from jobs import JobOptionError, JobsSettings, RetryLater, define_job, job_handler
 from jobs.handlers import JobHandlerRegistry
 from jobs.inprocess import InProcessJobDriver
+from jobs.new_job import NewJob
 from jobs.options import (
     MAX_ATTEMPTS,
     MAX_DELAY_MS,
@@ -26,7 +27,7 @@ from jobs.options import (
     check_run_at,
     check_timeout_ms,
 )
-from jobs.queue import JobQueue, NewJob
+from jobs.queue import JobQueue
 from jobs.testing import new_request
 
 

@@ -37,7 +37,7 @@ class RecordingDriver(InProcessJobDriver):
         self.stall_ms = options.pop("stall_ms", 0)
         super().__init__(clock=clock, **options)
         self.requests: list[JobRequest] = []
-        self.clock = clock
+        self.manual_clock = clock
 
     async def enqueue(self, job: JobRequest) -> str | None:
         self.requests.append(job)
@@ -45,7 +45,7 @@ class RecordingDriver(InProcessJobDriver):
             self.failures -= 1
             raise StoreUnavailableError("connection refused")
         if self.stall_ms:
-            self.clock.advance(self.stall_ms)  # a slow store: time passes during this call
+            self.manual_clock.advance(self.stall_ms)  # a slow store: time passes during this call
             self.stall_ms = 0
         return await super().enqueue(job)
 
