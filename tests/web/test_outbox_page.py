@@ -128,6 +128,7 @@ async def test_the_outbox_page_in_chromium(outbox: Outbox, width: int, tmp_path:
             await expect(page.get_by_test_id("no-relay")).to_be_visible()
             await page.get_by_role("link", name="Outbox", exact=True).first.click()
             await expect(page.locator("tr[data-entry-id]")).to_have_count(2)
+            await page.wait_for_load_state("load")  # the rows may be there before the styles
             page_width = await page.evaluate("document.documentElement.scrollWidth")
             assert page_width <= width, f"/outbox is {page_width} px wide at {width} px"
             await page.screenshot(path=str(tmp_path / f"outbox-{width}.png"), full_page=True)
