@@ -121,6 +121,7 @@ class SyncJobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     @overload
@@ -134,6 +135,7 @@ class SyncJobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        priority: int | None = None,
     ) -> str | None: ...
 
     def enqueue(
@@ -146,6 +148,7 @@ class SyncJobQueue:
         max_attempts: int | None = None,
         timeout_ms: int | None = None,
         key: str | None = None,
+        priority: int | None = None,
     ) -> str | None:
         """``JobQueue.enqueue``: the job's id, or None when a live job holds ``key``."""
         return self._call(
@@ -157,6 +160,7 @@ class SyncJobQueue:
             max_attempts=max_attempts,
             timeout_ms=timeout_ms,
             key=key,
+            priority=priority,
         )
 
     def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:

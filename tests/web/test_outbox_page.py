@@ -41,10 +41,11 @@ async def outbox(tmp_path: Path) -> AsyncIterator[Outbox]:
     ids: dict[str, str] = {}
     async with tm.transaction():
         ids["stuck"] = str(await store.append("<i>order.placed</i>", {"order": 7}))
-    async with tm.transaction():
-        ids["waiting"] = str(await store.append("order.shipped", {"order": 8}))
+    # Claimed while it is the only one: two appends in one millisecond are claimed in id order.
     (entry,) = await store.claim(1, 60_000)
     await store.release(entry.id, entry.lease_token, delay_ms=600_000, error=STUCK_ERROR)
+    async with tm.transaction():
+        ids["waiting"] = str(await store.append("order.shipped", {"order": 8}))
     try:
         yield Outbox(store, ids)
     finally:

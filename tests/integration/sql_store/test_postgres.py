@@ -157,7 +157,8 @@ async def test_close_leaves_no_connection_open(pg_harness: StoreHarness) -> None
         await asyncio.sleep(0.02)
 
 
-async def test_the_claim_uses_the_due_index(pg_harness: StoreHarness) -> None:
+async def test_the_claim_uses_the_claim_index(pg_harness: StoreHarness) -> None:
+    """Among many finished rows the claim walks the partial (priority desc, due_at) index."""
     store = pg_harness.store()
     await store.create_schema()
     await pg_harness.sql(
@@ -172,13 +173,13 @@ async def test_the_claim_uses_the_due_index(pg_harness: StoreHarness) -> None:
             plan = await conn.execute(
                 text(
                     f'EXPLAIN SELECT id FROM "{pg_harness.table}" WHERE due_at <= 1 '
-                    "ORDER BY due_at LIMIT 10 FOR UPDATE SKIP LOCKED"
+                    "ORDER BY priority DESC, due_at LIMIT 10 FOR UPDATE SKIP LOCKED"
                 )
             )
             lines = "\n".join(row[0] for row in plan)
     finally:
         await engine.dispose()
-    assert f"ix_{pg_harness.table}_due" in lines
+    assert f"ix_{pg_harness.table}_claim" in lines
 
 
 async def test_a_store_starting_on_an_up_to_date_table_waits_for_no_open_transaction(

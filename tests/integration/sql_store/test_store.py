@@ -246,6 +246,7 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
     assert {index.name for index in schema.jobs.indexes} == {
         f"ux_{harness.table}_key",
         f"ix_{harness.table}_due",
+        f"ix_{harness.table}_claim",
         f"ix_{harness.table}_expires",
         f"ix_{harness.table}_created",
         f"ix_{harness.table}_by_state",
