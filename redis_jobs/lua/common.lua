@@ -569,6 +569,16 @@ local function cancelled_text(parts, id, job_type, ended)
   return 'WorkflowCancelled: parent job ' .. id .. ' (' .. job_type .. ') ended ' .. ended
 end
 
+-- A copy of target's fields in journal (once), for workflow_check to undo a refused plan's.
+local function remember(journal, target)
+  if journal[target] == nil then
+    local copy = {}
+    for name, value in pairs(target) do
+      copy[name] = value
+    end
+    journal[target] = copy
+  end
+end
 -- The checks of the end of workflow job `id` (record at key; job as loaded, with its
 -- 'workflow'), which ended `ended` ('completed', 'failed', 'cancelled' or 'deleted'), having
 -- been pending or active if `unfinished`: each dependent waits for one parent less (due at
@@ -582,7 +592,7 @@ end
 -- call (claim checks every job before it writes any) starts from it, and each apply writes it
 -- as it stands (a dependent or count another plan of the call changed too is written once
 -- more, with the same or a later value).
-local function workflow_check(sp, key, id, job, ended, unfinished, now)
+local function plan_workflow(journal, sp, key, id, job, ended, unfinished, now)
   local ns = namespace_of(sp)
   local wf = ns .. 'workflow:' .. job.workflow
   if workflow_children == nil then
@@ -619,6 +629,7 @@ local function workflow_check(sp, key, id, job, ended, unfinished, now)
         end
         local child_job = child.job
         if child_job and child_job.state == 'pending' and child.left > 0 then
+          remember(journal, child)
           if not seen[child_id] then
             seen[child_id] = true
             plan.children[#plan.children + 1] = child
@@ -647,11 +658,31 @@ local function workflow_check(sp, key, id, job, ended, unfinished, now)
     end
   end
   if open.count and finished > 0 then
+    remember(journal, open)
     open.count = math.max(open.count - finished, 0)
     open.dirty = true
     if open.count == 0 and not open.jobs then
       open.jobs = decoded(redis.call('HGET', wf, 'jobs') or '[]', 'job list of ' .. wf)
     end
+  end
+  return plan
+end
+
+-- plan_workflow, whose changes to the call's plans are undone when it refuses (a dependent's
+-- record malformed, a key of another type): the call's other plans stand as they were.
+local function workflow_check(sp, key, id, job, ended, unfinished, now)
+  local journal = {}
+  local ok, plan = pcall(plan_workflow, journal, sp, key, id, job, ended, unfinished, now)
+  if not ok then
+    for target, copy in pairs(journal) do
+      for name in pairs(target) do
+        target[name] = nil
+      end
+      for name, value in pairs(copy) do
+        target[name] = value
+      end
+    end
+    error(plan, 0)
   end
   return plan
 end
