@@ -36,8 +36,8 @@
 -- trace_context (those three false when unset), reclaimed (its lease had expired), run_at,
 -- stalls, depends_on (a workflow job's parents as JSON text, else false).
 --
--- A stalled job failed here that belongs to a workflow releases or cancels its dependents in
--- this call too (see the workflow helpers in common.lua); if a dependent's record is malformed
+-- A stalled or malformed job failed here that belongs to a workflow releases or cancels its
+-- dependents in this call too (see the workflow helpers in common.lua); if a dependent's record is malformed
 -- (the check refuses), the job fails all the same and its workflow is left as it was.
 
 local FIELDS = job_fields({'payload', 'timeout_ms', 'key', 'trace_context', 'created_at',
@@ -115,6 +115,7 @@ local function quarantine_plan(c, why, now)
   end
   local raw = redis.call('HMGET', key, 'type', 'state', 'payload', 'errors', 'key',
     unpack(NUMBERS))
+  local workflow = redis.call('HGET', key, 'workflow')
   local sets, dels = {}, {'token', 'lease_until'}
   for index, name in ipairs(NUMBERS) do
     local value = tonumber(raw[5 + index])
@@ -167,8 +168,14 @@ local function quarantine_plan(c, why, now)
   if created == nil or created ~= created or created < 0 or created >= SAFE then
     created = now
   end
-  return {sets = sets, dels = dels, text = text, errors = errors, from_record = from_record,
-    index = index, created = math.floor(created)}
+  local settles = false
+  if type(workflow) == 'string' then
+    local job = {type = source.type, workflow = workflow}
+    local planned, plan = pcall(workflow_check, sp_of_call, key, c[1], job, 'failed', true, now)
+    settles = planned and plan
+  end
+  return {settles = settles, sets = sets, dels = dels, text = text, errors = errors,
+    from_record = from_record, index = index, created = math.floor(created)}
 end
 
 -- Up to limit due members of a ready zset with their scores (flat, as ZRANGE WITHSCORES), the
@@ -335,6 +342,9 @@ if #expire > 0 or #malformed > 0 then
     local job = {type = source.type, created_at = plan.created}
     finish(call, key, id, job, 'failed', source.state, source.key, plan.index, plan.text,
       plan.errors)
+    if plan.settles then
+      workflow_apply(plan.settles, now, call.retain, call.margin)
+    end
   end
 end
 local reply = {}

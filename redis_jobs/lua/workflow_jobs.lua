@@ -5,13 +5,15 @@
 -- ARGV[1]  now ms, or '' for the server's TIME
 --
 -- Returns {id, fields, id, fields, ...}: fields as HGETALL gives them; empty for an unknown
--- workflow. A job deleted, or whose retention has ended (by the script clock), is left out.
+-- workflow. A job deleted, or whose retention has ended (by the script clock), is left out, as
+-- is a record of another job stored since under a listed id (its 'workflow' is not this one).
 
-local JOB = job_fields({'payload', 'expires_at'})
+local JOB = job_fields({'payload', 'expires_at', 'workflow'})
 
 -- per call
 local now = now_ms(ARGV[1])
 local ns, wf = KEYS[1], KEYS[2]
+local workflow_id = string.sub(wf, #ns + #'workflow:' + 1)
 local listed = read('hash', 'HGET', wf, 'jobs')
 if not listed then
   return {}
@@ -20,7 +22,7 @@ local reply = {}
 for _, id in ipairs(decoded(listed, 'job list of ' .. wf)) do
   local key = ns .. 'job:' .. id
   local job = load_job(key, JOB)
-  if job ~= nil and job.payload and is_alive(job, key, now) then
+  if job ~= nil and job.payload and job.workflow == workflow_id and is_alive(job, key, now) then
     reply[#reply + 1] = id
     reply[#reply + 1] = redis.call('HGETALL', key)
   end

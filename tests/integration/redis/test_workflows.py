@@ -4,6 +4,8 @@ record untouched by any of it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from redis.asyncio import Redis
 
@@ -134,6 +136,26 @@ async def test_a_stalled_parent_failed_by_a_claim_settles_its_dependents_in_that
     assert await claim_ids(driver) == [d.id]
 
 
+async def test_a_malformed_parent_failed_by_a_claim_cancels_its_dependent(
+    harness: RedisHarness,
+) -> None:
+    driver = harness.redis_driver()
+    a, b = new_request(), new_request()
+    await driver.enqueue_workflow("wf", [step(a), step(b, a)])
+    await harness.corrupt(a.id)
+    assert await claim_ids(driver) == []
+    info_a, info_b = await driver.get_job(a.id), await driver.get_job(b.id)
+    assert info_a is not None
+    assert info_b is not None
+    assert info_a.state == "failed"
+    assert (info_a.last_error or "").startswith("malformed job record")
+    assert (info_b.state, info_b.last_error) == (
+        "cancelled",
+        workflow_cancelled_error(a.id, "t", "failed"),
+    )
+    assert [info.state for info in await driver.workflow_jobs("wf")] == ["failed", "cancelled"]
+
+
 async def test_two_parents_failed_by_one_claim_release_their_dependent_once(
     harness: RedisHarness, admin: Redis
 ) -> None:
@@ -229,3 +251,21 @@ async def unchanged_but_the_workflow(admin: Redis, driver: RedisJobDriver) -> ob
         await snapshot(admin, keys),
         {key: (await admin.hgetall(key), await admin.pttl(key)) for key in sorted(workflows)},
     )
+
+
+async def test_a_job_stored_later_under_a_workflow_jobs_id_is_not_listed_in_it(
+    harness: RedisHarness,
+) -> None:
+    driver = harness.redis_driver(retain_completed_ms=RETAIN_MS)
+    a = new_request()
+    await driver.enqueue_workflow("wf", [step(a)])
+    [job] = await driver.claim(1, LEASE_MS, ["t"])
+    assert await driver.complete(a.id, job.lease_token)
+    harness.clock.advance(RETAIN_MS)
+    assert await driver.workflow_jobs("wf") == [], "its retention ended"
+    again = replace(new_request(), id=a.id)
+    assert await driver.enqueue(again) == a.id  # the ended record is replaced
+    assert await driver.workflow_jobs("wf") == []
+    info = await driver.get_job(a.id)
+    assert info is not None
+    assert (info.state, info.workflow_id) == ("pending", None)
