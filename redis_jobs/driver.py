@@ -79,17 +79,19 @@ from jobs.spi import (
     OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowJob,
 )
 from jobs.spi.support import Clock, Retention, check_request, stalled_error_parts
 
 from .keys import Keys
 from .memory_policy import check_memory_policy
 from .operations import RedisOperations
-from .records import fields_of, job_info
+from .records import fields_of, job_info, parents_of
 from .scripts import ScriptArg, ScriptRunner, Shared
 from .topology import RedisClient, Topology, client_from_url
 from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
 from .waiter import Waiter, cancel_requests
+from .workflows import RedisWorkflows
 
 STALLED_PARTS = stalled_error_parts()
 MAX_CLAIM = 1_000
@@ -139,6 +141,9 @@ class RedisJobDriver:
             now=self._now,
             text=self._text,
             get_job=self.get_job,
+        )
+        self._workflows = RedisWorkflows(
+            keys=self._keys, scripts=self._scripts, now=self._now, text=self._text
         )
         self._closing = asyncio.Event()
         self._closed = False
@@ -240,6 +245,15 @@ class RedisJobDriver:
             job.max_stalls,
             job.priority,
         )
+
+    async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
+        """The workflow's jobs in one script, all or nothing (``workflows``)."""
+        self._check_open()
+        await self._workflows.enqueue_workflow(workflow_id, jobs)
+
+    async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
+        self._check_open()
+        return await self._workflows.workflow_jobs(workflow_id)
 
     # -- consumer ------------------------------------------------------------------------------
 
@@ -540,7 +554,7 @@ class RedisJobDriver:
 
 def _claimed(fields: list[Any]) -> ClaimedJob:
     job_id, job_type, payload, attempt, max_attempts, token, timeout, key, trace = fields[:9]
-    reclaimed, run_at, stalls = fields[9:12]
+    reclaimed, run_at, stalls, depends_on = fields[9:13]
     return ClaimedJob(
         id=job_id,
         type=job_type,
@@ -554,6 +568,7 @@ def _claimed(fields: list[Any]) -> ClaimedJob:
         reclaimed=bool(reclaimed),
         run_at_ms=int(run_at),
         stalls=int(stalls),
+        depends_on=parents_of(depends_on),
     )
 
 

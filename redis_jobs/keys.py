@@ -18,6 +18,8 @@
     {ns}:audit           zset    operators' actions (JSON, id first), score = at (epoch ms)
     {ns}:counts          zset    the minutes that have outcome counters, score = the minute
     {ns}:counts:<minute> hash    ["type", "outcome", "count"|"duration_ms"|bucket] -> number
+    {ns}:workflow:<id>   hash    a workflow's job ids in order, how many are open, what its
+                                 settles need (see the workflow helpers in lua/common.lua)
 
 States never hold ':', so ``state:<state>`` and ``state:<state>:<type>`` cannot collide.
 
@@ -98,6 +100,9 @@ class Keys:
 
     def signal(self, job_type: str) -> str:
         return self.prefix + "signal:" + job_type
+
+    def workflow(self, workflow_id: str) -> str:
+        return self.prefix + "workflow:" + workflow_id
 
     def index(self, key: str) -> str:
         return self.index_prefix + key

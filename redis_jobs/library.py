@@ -34,8 +34,9 @@ from types import MappingProxyType
 SCRIPT_NAMES = (
     *("enqueue", "claim", "heartbeat", "finish", "retry", "get", "counts", "peek"),
     *("cancel", "requeue", "purge", "list", "stats", "workers", "progress"),
+    *("enqueue_workflow", "workflow_jobs"),
 )
-READ_ONLY = frozenset({"get", "counts", "list", "stats"})
+READ_ONLY = frozenset({"get", "counts", "list", "stats", "workflow_jobs"})
 """Functions flagged ``no-writes``: Redis lets them run when it is out of memory."""
 LIBRARY_PREFIX = "neverlost_jobs_"
 PER_CALL = "-- per call\n"

@@ -157,6 +157,8 @@ class RedisOperations:
                 ",".join(wanted),
                 job_type or "",
                 "" if older_than_ms is None else older_than_ms,
+                self._retention.failed_ms,
+                EXPIRY_MARGIN_MS,
             ],
         )
         purged = 0
@@ -165,7 +167,17 @@ class RedisOperations:
         return purged
 
     async def delete(self, job_id: str) -> bool:
-        shared: Shared = ([self._keys.prefix], [self._now(), ANY_STATE_BUT_ACTIVE, "", ""])
+        shared: Shared = (
+            [self._keys.prefix],
+            [
+                self._now(),
+                ANY_STATE_BUT_ACTIVE,
+                "",
+                "",
+                self._retention.failed_ms,
+                EXPIRY_MARGIN_MS,
+            ],
+        )
         [deleted] = await self._scripts.batch(
             "purge", shared, [([self._keys.job(job_id)], [job_id])]
         )

@@ -45,9 +45,21 @@ def job_info(job_id: str, record: dict[str, str]) -> JobInfo:
             priority=int(record.get("priority", 0)),
             result=decode_payload(record["result"]) if "result" in record else None,
             progress=JobProgress.of_text(record.get("progress")),
+            workflow_id=record.get("workflow"),
+            depends_on=parents_of(record.get("depends_on")),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RedisScriptError(f"job record of {job_id!r} is malformed: {exc!r}") from exc
+
+
+def parents_of(depends_on: str | bool | None) -> tuple[str, ...]:
+    """A workflow job's parents from its ``depends_on`` field (JSON ids; absent: none)."""
+    if not isinstance(depends_on, str):
+        return ()
+    parents = json.loads(depends_on)
+    if not isinstance(parents, list) or not all(isinstance(parent, str) for parent in parents):
+        raise ValueError(f"depends_on is not a list of job ids: {depends_on!r}")
+    return tuple(parents)
 
 
 def state_of(text: str) -> JobState:

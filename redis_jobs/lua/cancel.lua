@@ -7,13 +7,14 @@
 --
 -- Returns 1 cancelled, 0 (nothing written) finished or unknown. The holder of a revoked lease
 -- finds its token gone: its heartbeat and settle are refused. Cancelled jobs whose retention
--- has ended are pruned after it (prune_ended).
+-- has ended are pruned after it (prune_ended). A workflow job's dependents are cancelled with
+-- it, unless on a continue edge (released then; see the workflow helpers in common.lua).
 
 local now = now_ms(ARGV[1])
 local ns, key, id = KEYS[1], KEYS[2], ARGV[2]
 local sp = ns .. 'state:'
 
-local job = load_job(key, {'key', 'keep_until', 'created_at', 'expires_at'})
+local job = load_job(key, {'key', 'keep_until', 'created_at', 'expires_at', 'workflow'})
 if job == nil or (job.state ~= 'pending' and job.state ~= 'active') then
   return 0
 end
@@ -30,11 +31,15 @@ if job.key then
   end
 end
 
+local workflow = job.workflow and workflow_check(sp, key, id, job, 'cancelled', true, now)
 local call = {
   now = now, now_text = int(now), retain = tonumber(ARGV[3]), margin = tonumber(ARGV[4]),
   finished = cancelled, sp = sp,
 }
 finish(call, key, id, job, 'cancelled', job.state, source, index, nil, nil)
+if workflow then
+  workflow_apply(workflow, now, call.retain, call.margin)
+end
 write_later(0, 0)
 prune_ended(cancelled, 'cancelled', sp, ns .. 'types', now)
 return 1

@@ -34,10 +34,14 @@
 -- Returns a JSON array (one bulk string parses much faster than a nested reply) with one
 -- array per claimed job: id, type, payload, attempt, max_attempts, token, timeout_ms, key,
 -- trace_context (those three false when unset), reclaimed (its lease had expired), run_at,
--- stalls.
+-- stalls, depends_on (a workflow job's parents as JSON text, else false).
+--
+-- A stalled or malformed job failed here that belongs to a workflow releases or cancels its
+-- dependents in this call too (see the workflow helpers in common.lua); if a dependent's record is malformed
+-- (the check refuses), the job fails all the same and its workflow is left as it was.
 
 local FIELDS = job_fields({'payload', 'timeout_ms', 'key', 'trace_context', 'created_at',
-  'stalls', 'max_stalls'})
+  'stalls', 'max_stalls', 'depends_on'})
 local NUMBERS = {'attempts', 'max_attempts', 'run_at', 'timeout_ms', 'created_at', 'stalls',
   'max_stalls', 'keep_until', 'expires_at', 'finished_at'}
 -- The plain value a malformed required field is rewritten to (optional ones are deleted).
@@ -50,8 +54,9 @@ local call = {}
 -- The call's state index prefix (set by each call's body).
 local sp_of_call
 
--- Candidates {id, due, source, record key, job, errors, index} (the last four filled by the
--- checks; false until then, so that the table is made at its size), earliest due first.
+-- Candidates {id, due, source, record key, job, errors, index, workflow plan} (the last five
+-- filled by the checks; false until then, so that the table is made at its size), earliest
+-- due first.
 local function earlier(a, b)
   if a[2] ~= b[2] then
     return a[2] < b[2]
@@ -110,6 +115,7 @@ local function quarantine_plan(c, why, now)
   end
   local raw = redis.call('HMGET', key, 'type', 'state', 'payload', 'errors', 'key',
     unpack(NUMBERS))
+  local workflow = redis.call('HGET', key, 'workflow')
   local sets, dels = {}, {'token', 'lease_until'}
   for index, name in ipairs(NUMBERS) do
     local value = tonumber(raw[5 + index])
@@ -162,8 +168,14 @@ local function quarantine_plan(c, why, now)
   if created == nil or created ~= created or created < 0 or created >= SAFE then
     created = now
   end
-  return {sets = sets, dels = dels, text = text, errors = errors, from_record = from_record,
-    index = index, created = math.floor(created)}
+  local settles = false
+  if type(workflow) == 'string' then
+    local job = {type = source.type, workflow = workflow}
+    local planned, plan = pcall(workflow_check, sp_of_call, key, c[1], job, 'failed', true, now)
+    settles = planned and plan
+  end
+  return {settles = settles, sets = sets, dels = dels, text = text, errors = errors,
+    from_record = from_record, index = index, created = math.floor(created)}
 end
 
 -- Up to limit due members of a ready zset with their scores (flat, as ZRANGE WITHSCORES), the
@@ -227,7 +239,7 @@ for i = 1, #ARGV - (first_type - 1) do
       sources[#sources + 1] = source
       for j = 1, #due, 2 do
         candidates[#candidates + 1] = {due[j], tonumber(due[j + 1]), source, false, false,
-          false, false}
+          false, false, false}
       end
     end
   end
@@ -267,7 +279,7 @@ for _, c in ipairs(candidates) do
     c[5] = job
     local max_stalls = job.max_stalls or default_max_stalls
     if source.state == 'active' and (job.stalls or 0) >= max_stalls then
-      local more = redis.call('HMGET', key, 'keep_until', 'errors')
+      local more = redis.call('HMGET', key, 'keep_until', 'errors', 'workflow')
       job.keep_until = more[1] and tonumber(more[1])
       if job.keep_until and (job.keep_until ~= job.keep_until or job.keep_until >= SAFE) then
         job.keep_until = nil
@@ -284,6 +296,11 @@ for _, c in ipairs(candidates) do
         if index_names(index, id) then
           c[7] = index
         end
+      end
+      if more[3] then
+        job.workflow = more[3]
+        local planned, plan = pcall(workflow_check, sp, key, id, job, 'failed', true, now)
+        c[8] = planned and plan
       end
       expire[#expire + 1] = c
     else
@@ -309,6 +326,9 @@ if #expire > 0 or #malformed > 0 then
     redis.call('HSET', c[4], 'stalls', int(c[5].stalls))
     finish(call, c[4], c[1], c[5], 'failed', 'active', c[3].leased, c[7], c[5].stalled_text,
       c[6])
+    if c[8] then
+      workflow_apply(c[8], now, call.retain, call.margin)
+    end
   end
   for _, c in ipairs(malformed) do
     local id, source, key, plan = c[1], c[3], c[4], c[5]
@@ -322,6 +342,9 @@ if #expire > 0 or #malformed > 0 then
     local job = {type = source.type, created_at = plan.created}
     finish(call, key, id, job, 'failed', source.state, source.key, plan.index, plan.text,
       plan.errors)
+    if plan.settles then
+      workflow_apply(plan.settles, now, call.retain, call.margin)
+    end
   end
 end
 local reply = {}
@@ -345,7 +368,8 @@ for n, c in ipairs(take) do
   end
   later_zadd(source.leased, lease_until, id)
   reply[n] = {id, source.type, job.payload, attempt, job.max_attempts, token,
-    job.timeout_ms, job.key, job.trace_context, source.state == 'active', job.run_at, stalls}
+    job.timeout_ms, job.key, job.trace_context, source.state == 'active', job.run_at, stalls,
+    job.depends_on}
 end
 write_later(0, 0)
 if #reply == 0 then

@@ -19,7 +19,7 @@ local CORE = {'type', 'state', 'attempts', 'max_attempts', 'run_at'}
 local NUMERIC = {
   attempts = true, max_attempts = true, run_at = true, lease_until = true,
   expires_at = true, keep_until = true, timeout_ms = true, created_at = true, finished_at = true,
-  stalls = true, max_stalls = true, priority = true,
+  stalls = true, max_stalls = true, priority = true, waiting = true,
 }
 local STATES = {pending = true, active = true, completed = true, failed = true, cancelled = true}
 local MAX_ERRORS = 20
@@ -116,6 +116,8 @@ end
 -- small call (measured under callgrind: ~2k instructions each; these tables, made by begin
 -- for every call, cost a one-job enqueue some 25k of its ~200k).
 local checked, field_names, later_order, later_of, signal_length, index_names_of
+-- What a call's workflow checks planned (workflow_check): dependents by id, workflows' counts.
+local workflow_children, workflow_open
 
 -- check_type for keys whose existence does not matter (sets, lists, zsets): each key is
 -- checked once per script run. Scripts only ever write a key with the type checked here.
@@ -527,9 +529,243 @@ local function prune_ended(finished, state, sp, types, now)
   end
 end
 
+-- Workflows (jobs.spi.WorkflowStore; stored by enqueue_workflow.lua). A workflow job's record
+-- holds 'workflow' (the workflow's id); one with parents also 'depends_on' (their ids, JSON)
+-- and 'waiting' (how many have not finished: while above 0 the job is pending but in no ready
+-- zset, so no claim sees it); a parent holds 'dependents' (JSON [[child id, 1 on an
+-- on_failure="continue" edge else 0], ...]) until it finishes. The workflow's hash
+-- '{ns}:workflow:<id>' holds 'jobs' (their ids, JSON, in stored order), 'open' (how many are
+-- pending or active), and what a settle needs to release or cancel a dependent that its call
+-- does not carry: 'cap' and 'ttl' of the wake-up signals, 'error' (the parts of
+-- jobs.spi.workflow_cancelled_error, JSON). It has no expiry while a job is open; when the
+-- last one finishes it gets the longest remaining expiry of its jobs' records, so it goes with
+-- them. A plain job's settle reads one field more ('workflow', absent) and does nothing else.
+--
+-- A settle script loads 'workflow' with the job and, when set, calls workflow_check in its
+-- checks and workflow_apply in its writes: the dependents are released or cancelled in the
+-- same script as their parent's end, transitively down the DAG (a workflow holds at most
+-- redis_jobs.workflows.MAX_WORKFLOW_JOBS jobs: that bounds the walk).
+local WORKFLOW_CHILD = job_fields({'workflow', 'waiting', 'dependents', 'priority',
+  'created_at', 'keep_until', 'errors'})
+
+-- The namespace prefix '{ns}:' of a state index prefix '{ns}:state:'.
+local function namespace_of(sp)
+  return string.sub(sp, 1, #sp - #'state:')
+end
+
+local function decoded(text, what)
+  local ok, value = pcall(cjson.decode, text)
+  if not ok or type(value) ~= 'table' then
+    refuse('malformed ' .. what)
+  end
+  return value
+end
+
+-- The error a dependent is cancelled with (jobs.spi.workflow_cancelled_error).
+local function cancelled_text(parts, id, job_type, ended)
+  if parts then
+    return parts[1] .. id .. parts[2] .. job_type .. parts[3] .. ended .. parts[4]
+  end
+  return 'WorkflowCancelled: parent job ' .. id .. ' (' .. job_type .. ') ended ' .. ended
+end
+
+-- A copy of target's fields in journal (once), for workflow_check to undo a refused plan's.
+local function remember(journal, target)
+  if journal[target] == nil then
+    local copy = {}
+    for name, value in pairs(target) do
+      copy[name] = value
+    end
+    journal[target] = copy
+  end
+end
+-- The checks of the end of workflow job `id` (record at key; job as loaded, with its
+-- 'workflow'), which ended `ended` ('completed', 'failed', 'cancelled' or 'deleted'), having
+-- been pending or active if `unfinished`: each dependent waits for one parent less (due at
+-- zero: at its run_at, or now if later) or, when the parent did not complete and the edge does
+-- not continue, is cancelled, and so on down the DAG. Reads every key it plans to write
+-- (refuses, nothing written, on a key of another type or a malformed record); returns the plan
+-- for workflow_apply. A dependent no longer pending, gone, or released already is left alone.
+--
+-- What the checks plan is kept for the whole call (workflow_children, workflow_open: each
+-- dependent's count of parents and each workflow's count of open jobs): a later check of the
+-- call (claim checks every job before it writes any) starts from it, and each apply writes it
+-- as it stands (a dependent or count another plan of the call changed too is written once
+-- more, with the same or a later value).
+local function plan_workflow(journal, sp, key, id, job, ended, unfinished, now)
+  local ns = namespace_of(sp)
+  local wf = ns .. 'workflow:' .. job.workflow
+  if workflow_children == nil then
+    workflow_children, workflow_open = {}, {}
+  end
+  local open = workflow_open[wf]
+  if open == nil then
+    local meta = read('hash', 'HMGET', wf, 'open', 'cap', 'ttl', 'error')
+    open = {count = tonumber(meta[1]), cap = tonumber(meta[2]) or 0,
+      ttl = tonumber(meta[3]) or 0,
+      parts = meta[4] and decoded(meta[4], 'workflow error parts in ' .. wf)}
+    workflow_open[wf] = open
+  end
+  local plan = {ns = ns, sp = sp, wf = wf, open = open, parents = {}, children = {}}
+  local seen = {}
+  local finished = unfinished and 1 or 0
+  local queue = {{id, job.type, ended, key, redis.call('HGET', key, 'dependents')}}
+  local next_parent = 1
+  while next_parent <= #queue do
+    local parent = queue[next_parent]
+    next_parent = next_parent + 1
+    local list = parent[5]
+    if list then
+      plan.parents[#plan.parents + 1] = parent[4]
+      for _, edge in ipairs(decoded(list, 'dependents of ' .. parent[4])) do
+        local child_id = edge[1]
+        local child = workflow_children[child_id]
+        if child == nil then
+          local child_key = ns .. 'job:' .. child_id
+          local loaded = load_job(child_key, WORKFLOW_CHILD)
+          child = {id = child_id, key = child_key, job = loaded,
+            left = loaded and loaded.waiting or 0}
+          workflow_children[child_id] = child
+        end
+        local child_job = child.job
+        if child_job and child_job.state == 'pending' and child.left > 0 then
+          remember(journal, child)
+          if not seen[child_id] then
+            seen[child_id] = true
+            plan.children[#plan.children + 1] = child
+          end
+          child.dirty = true
+          child.ready = ns .. 'ready:' .. child_job.type
+          check_type_once(child.ready, 'zset')
+          if parent[3] == 'completed' or edge[2] == 1 then
+            child.left = child.left - 1
+            if child.left == 0 then
+              child.signal = ns .. 'signal:' .. child_job.type
+              check_signal(child.signal)
+            end
+          else
+            child.left = 0
+            child.cancel = cancelled_text(open.parts, parent[1], parent[2], parent[3])
+            child.errors = with_error(child_job.errors, child_job.attempts, now, child.cancel)
+            check_type_once(ns .. 'cancelled', 'zset')
+            check_state_indexes(sp, child_job.type, 'pending', 'cancelled')
+            finished = finished + 1
+            queue[#queue + 1] = {child_id, child_job.type, 'cancelled', child.key,
+              child_job.dependents}
+          end
+        end
+      end
+    end
+  end
+  if open.count and finished > 0 then
+    remember(journal, open)
+    open.count = math.max(open.count - finished, 0)
+    open.dirty = true
+    if open.count == 0 and not open.jobs then
+      open.jobs = decoded(redis.call('HGET', wf, 'jobs') or '[]', 'job list of ' .. wf)
+    end
+  end
+  return plan
+end
+
+-- plan_workflow, whose changes to the call's plans are undone when it refuses (a dependent's
+-- record malformed, a key of another type): the call's other plans stand as they were.
+local function workflow_check(sp, key, id, job, ended, unfinished, now)
+  local journal = {}
+  local ok, plan = pcall(plan_workflow, journal, sp, key, id, job, ended, unfinished, now)
+  if not ok then
+    for target, copy in pairs(journal) do
+      for name in pairs(target) do
+        target[name] = nil
+      end
+      for name, value in pairs(copy) do
+        target[name] = value
+      end
+    end
+    error(plan, 0)
+  end
+  return plan
+end
+
+-- A dependent as workflow_check left it: cancelled (c: finish's call table), due, or waiting.
+local function write_dependent(plan, child, now, c)
+  local job = child.job
+  if child.cancel then
+    redis.call('HSET', child.key, 'waiting', '0')
+    finish(c, child.key, child.id, job, 'cancelled', 'pending', child.ready, nil, child.cancel,
+      child.errors)
+  elseif child.left == 0 then
+    local run_at = math.max(job.run_at, now)
+    redis.call('HSET', child.key, 'waiting', '0', 'run_at', int(run_at))
+    later_zadd(child.ready, ready_score(run_at, job.priority), child.id)
+    signal_length[child.signal] = push_signals(child.signal, signal_length[child.signal],
+      ONE_SIGNAL, 1, 1, plan.open.cap, plan.open.ttl)
+  else
+    redis.call('HSET', child.key, 'waiting', int(child.left))
+  end
+  child.dirty = false
+end
+
+-- The writes of a workflow_check plan, after the settle's own (the settled record's expiry is
+-- set). retain: the retention of a cancelled job (the failed one's); margin: expiry margin.
+local function workflow_apply(plan, now, retain, margin)
+  for _, parent in ipairs(plan.parents) do
+    redis.call('HDEL', parent, 'dependents')
+  end
+  local c = {now = now, now_text = int(now), retain = retain, margin = margin,
+    finished = plan.ns .. 'cancelled', sp = plan.sp}
+  for _, child in ipairs(plan.children) do
+    if child.dirty then  -- else an earlier plan of the call wrote it as it stands
+      write_dependent(plan, child, now, c)
+    end
+  end
+  local open = plan.open
+  if not open.dirty then
+    return
+  end
+  redis.call('HSET', plan.wf, 'open', int(open.count))
+  if open.count > 0 then
+    open.dirty = false
+    return
+  end
+  -- every job has finished: the workflow's key goes with the longest kept of their records
+  local longest = -2
+  for _, member in ipairs(open.jobs) do
+    local ttl = redis.call('PTTL', plan.ns .. 'job:' .. member)
+    if ttl == -1 then
+      return  -- a record without an end yet: a later plan of the call finishes it
+    end
+    longest = math.max(longest, ttl)
+  end
+  open.dirty = false
+  if longest < 0 then
+    redis.call('DEL', plan.wf)
+  else
+    redis.call('PEXPIRE', plan.wf, longest)
+  end
+end
+
+-- A finished workflow job is pending again (requeue): its workflow counts it open, and keeps
+-- its key without an expiry. Its dependents were released or cancelled when it ended: a
+-- parent still to end does not count it (waiting 0). The check reads the workflow's key.
+local function workflow_reopen_check(sp, job)
+  local wf = namespace_of(sp) .. 'workflow:' .. job.workflow
+  local open = read('hash', 'HGET', wf, 'open')
+  return {wf = wf, open = tonumber(open)}
+end
+
+local function workflow_reopen(plan, key)
+  redis.call('HSET', key, 'waiting', '0')
+  if plan.open then
+    redis.call('HSET', plan.wf, 'open', int(plan.open + 1))
+    redis.call('PERSIST', plan.wf)
+  end
+end
+
 -- The start of every call: its KEYS and ARGV, and a fresh per-call state for the helpers above
 -- (the library lives on between calls; no check or write may leak from one call to the next).
 local function begin(keys, args)
   KEYS, ARGV = keys, args
   checked, field_names, later_order, later_of, signal_length, index_names_of = nil
+  workflow_children, workflow_open = nil
 end

@@ -13,9 +13,12 @@
 -- kept until max(now + retention, keep_until) by the script clock; its record and key index
 -- expire in real time a margin later. When a job finished, jobs whose retention has ended are
 -- pruned from the finished zset and the state indexes, a bounded number per call (prune_ended).
+-- A workflow job's dependents are released, or cancelled when it failed (see the workflow
+-- helpers in common.lua; a plain job reads one field more, 'workflow', and nothing else).
 
-local COMPLETE_FIELDS = job_fields({'token', 'key', 'keep_until', 'created_at'})
-local FAIL_FIELDS = job_fields({'token', 'key', 'keep_until', 'created_at', 'errors'})
+local COMPLETE_FIELDS = job_fields({'token', 'key', 'keep_until', 'created_at', 'workflow'})
+local FAIL_FIELDS = job_fields({'token', 'key', 'keep_until', 'created_at', 'errors',
+  'workflow'})
 -- What finish() reads of the call (see common.lua): every field set by each call.
 local call = {}
 local now, index_prefix, sp, state, failing, fields, finished_any
@@ -38,6 +41,9 @@ local function check(k, a)
       index = false
     end
   end
+  if job.workflow then
+    job.workflow_plan = workflow_check(sp, KEYS[k + 1], ARGV[a + 1], job, state, true, now)
+  end
   return nil, job, index, errors
 end
 
@@ -46,6 +52,9 @@ local function apply(k, a, job, index, errors)
     failing and ARGV[a + 3] or nil, errors)
   if not failing and ARGV[a + 3] ~= '' then
     redis.call('HSET', KEYS[k + 1], 'result', ARGV[a + 3])
+  end
+  if job.workflow_plan then
+    workflow_apply(job.workflow_plan, now, call.retain, call.margin)
   end
   finished_any = true
   return 1

@@ -5,10 +5,13 @@
 -- ARGV[1]  now ms, or '' for the server's TIME
 -- ARGV[2]  states, comma-separated (never 'active': a worker holds those)
 -- ARGV[3]  job type, or '' for any      ARGV[4]  older than ms, or '' for any age
+-- ARGV[5]  retention ms of a cancelled job    ARGV[6]  expiry margin ms
 -- then 1 per job:  id
 --
 -- A job goes only if it is in ARGV[2], of ARGV[3], and (with a cutoff) finished, or for a
 -- pending one created, at least ARGV[4] ms ago by the script clock. Returns per job: 1 deleted, 0 kept.
+-- A pending workflow job deleted ends for its dependents: each is cancelled (error: it ended
+-- 'deleted'), unless on a continue edge (see the workflow helpers in common.lua).
 
 local now = now_ms(ARGV[1])
 local ns = KEYS[1]
@@ -21,9 +24,10 @@ for state in string.gmatch(ARGV[2], '[^,]+') do
 end
 local only_type = ARGV[3]
 local cutoff = ARGV[4] ~= '' and now - tonumber(ARGV[4]) or nil
+local retain, margin = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 local function check(k, a)
-  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'finished_at'})
+  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'finished_at', 'workflow'})
   if job == nil or not wanted[job.state] then
     return 0
   end
@@ -45,6 +49,9 @@ local function check(k, a)
     plan.index = ns .. 'key:' .. job.key
     plan.index_held = index_names(plan.index, ARGV[a + 1])
   end
+  if job.workflow and job.state == 'pending' then
+    plan.workflow = workflow_check(sp, KEYS[k + 1], ARGV[a + 1], job, 'deleted', true, now)
+  end
   return nil, plan
 end
 
@@ -55,9 +62,12 @@ local function apply(_, _, plan)
   end
   later_zrem(plan.source, plan.id)
   later_move(sp, plan.id, plan.job.type, 0, plan.job.state, nil)
+  if plan.workflow then
+    workflow_apply(plan.workflow, now, retain, margin)
+  end
   return 1
 end
 
-local results = for_each_job(1, 1, 4, 1, check, apply)
+local results = for_each_job(1, 1, 6, 1, check, apply)
 write_later(0, 0)
 return results

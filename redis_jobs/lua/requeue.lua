@@ -7,7 +7,8 @@
 --
 -- Each job gets exactly one more attempt (max_attempts = attempts + 1) and keeps its id, key,
 -- payload and errors; it no longer expires. Returns per job: 1 requeued, 0 (nothing written)
--- in any other state or unknown.
+-- in any other state or unknown. A workflow job counts as open in its workflow again, whose
+-- key loses its expiry; the job waits for no parent (workflow_reopen, in common.lua).
 
 local now = now_ms(ARGV[1])
 local ns = KEYS[1]
@@ -16,7 +17,8 @@ local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 
 local function check(k, a)
-  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'expires_at', 'priority'})
+  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'expires_at', 'priority',
+    'workflow'})
   if job == nil or (job.state ~= 'failed' and job.state ~= 'cancelled') then
     return 0
   end
@@ -35,6 +37,9 @@ local function check(k, a)
     plan.index = ns .. 'key:' .. job.key
     plan.index_held = index_names(plan.index, ARGV[a + 1])
   end
+  if job.workflow then
+    plan.workflow = workflow_reopen_check(sp, job)
+  end
   return nil, plan
 end
 
@@ -51,6 +56,9 @@ local function apply(_, _, plan)
   later_zadd(plan.ready, ready_score(now, job.priority), plan.id)
   later_move(sp, plan.id, job.type, created_of(job), job.state, 'pending')
   later_signal(plan.signal)
+  if plan.workflow then
+    workflow_reopen(plan.workflow, plan.key)
+  end
   return 1
 end
 

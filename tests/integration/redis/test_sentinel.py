@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from redis.asyncio.sentinel import Sentinel
 
 from jobs.errors import StoreUnavailableError
+from jobs.spi import WorkflowJob
 from jobs.testing import new_request
 from redis_jobs import RedisJobDriver, RedisReplicaError, ReplicationTimeoutError
 from redis_jobs.topology import client_from_url
@@ -121,6 +122,33 @@ async def test_an_acknowledged_enqueue_is_on_the_replica(group: PrivateSentinel)
             assert job_id is not None
             # WAIT returned: the replica has the record already, no waiting needed
             assert await replica.exists(driver.keys.job(job_id)) == 1
+    finally:
+        await driver.close()
+        await replica.aclose()
+
+
+async def test_an_acknowledged_workflow_and_its_release_are_on_the_replica(
+    group: PrivateSentinel,
+) -> None:
+    driver = RedisJobDriver(url=group.url, namespace=namespace(), replicas=1)
+    replica = Redis(port=group.replica.port)
+    parents = [new_request(), new_request()]
+    callback = new_request()
+    jobs = [WorkflowJob(request=parent) for parent in parents]
+    jobs.append(WorkflowJob(request=callback, depends_on=tuple(p.id for p in parents)))
+    try:
+        await driver.enqueue_workflow("wf", jobs)
+        # WAIT returned: the replica has the whole workflow, the callback in no ready zset
+        assert await replica.exists(*(driver.keys.job(job.request.id) for job in jobs)) == 3
+        assert await replica.hget(driver.keys.workflow("wf"), "open") == b"3"
+        assert await replica.zscore(driver.keys.ready("t"), callback.id) is None
+        claimed = await driver.claim(10, 30_000, ["t"])
+        assert {job.id for job in claimed} == {parent.id for parent in parents}
+        assert await driver.complete_many([(job.id, job.lease_token) for job in claimed]) == [
+            True,
+            True,
+        ]
+        assert await replica.zscore(driver.keys.ready("t"), callback.id) is not None
     finally:
         await driver.close()
         await replica.aclose()
