@@ -335,6 +335,7 @@ class JobOutboxPublisher:
             run_at=run_at,
             max_attempts=entry.max_attempts,
             priority=entry.priority,
+            queue=entry.queue,
         )
 
     async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
@@ -352,6 +353,7 @@ class JobOutboxPublisher:
                     max_attempts=entry.max_attempts,
                     trace_context=entry.trace_context,
                     priority=entry.priority,
+                    queue=entry.queue,
                 )
             )
         await self._queue.enqueue_many(jobs)

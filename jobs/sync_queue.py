@@ -122,6 +122,7 @@ class SyncJobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -136,6 +137,7 @@ class SyncJobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     def enqueue(
@@ -149,6 +151,7 @@ class SyncJobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None:
         """``JobQueue.enqueue``: the job's id, or None when a live job holds ``key``."""
         return self._call(
@@ -161,6 +164,7 @@ class SyncJobQueue:
             timeout_ms=timeout_ms,
             key=key,
             priority=priority,
+            queue=queue,
         )
 
     def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:

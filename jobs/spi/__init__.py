@@ -15,6 +15,7 @@ from .driver import (
     JobStore,
     OutcomeCounters,
     ProgressReports,
+    QueueOperations,
     WorkerRegistry,
     WorkflowStore,
 )
@@ -55,6 +56,7 @@ from .records import (
     OutboxEntryPage,
     OutboxStats,
     OutcomeCount,
+    QueueStats,
     RelayInfo,
     RelayRegistration,
     WorkerInfo,
@@ -74,6 +76,7 @@ __all__ = [
     "AuditTrail",
     "OutcomeCounters",
     "ProgressReports",
+    "QueueOperations",
     "WorkflowStore",
     "ClockedDriver",
     # records
@@ -94,6 +97,7 @@ __all__ = [
     "WorkflowInfo",
     "JobPage",
     "JobTypeStats",
+    "QueueStats",
     "WorkerRegistration",
     "WorkerInfo",
     # the audit trail

@@ -41,9 +41,11 @@ from ..operations import (
     encode_cursor,
 )
 from ..options import (
+    DEFAULT_QUEUE,
     check_delay_ms,
     check_max_attempts,
     check_priority,
+    check_queue,
     check_request,
     check_run_at,
 )
@@ -69,6 +71,8 @@ __all__ = [
     "check_run_at",
     "check_max_attempts",
     "check_priority",
+    "check_queue",
+    "DEFAULT_QUEUE",
     "check_request",
     # stalls
     "stalled_error_parts",
