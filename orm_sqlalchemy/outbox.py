@@ -100,6 +100,7 @@ from jobs.spi.support import (
     check_max_attempts,
     check_name,
     check_priority,
+    check_queue,
     check_run_at,
     current_traceparent,
     encode_payload,
@@ -327,6 +328,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -340,6 +342,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     async def append(
@@ -352,6 +355,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None:
         """Insert an entry through the caller's open transaction; its id, or None when an
         entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
@@ -363,7 +367,8 @@ class SQLAlchemyOutboxStore:
         time, and the job is due then however late the relay publishes it. It is the append
         statement's time, so within the transaction's duration of its commit. Or ``run_at``
         (an aware datetime); neither: due when published. ``max_attempts`` is carried to the
-        job (a handler's own still wins), and ``priority`` (None: the handler's default).
+        job (a handler's own still wins), and ``priority`` and ``queue`` (None: the handler's
+        default).
 
         ``type`` is a job type or a job definition, whose model validates ``payload`` here; a
         type name with a definition in the store's ``definitions`` is validated the same way.
@@ -379,6 +384,7 @@ class SQLAlchemyOutboxStore:
             run_at=run_at,
             max_attempts=max_attempts,
             priority=priority,
+            queue=queue,
         )
         session = self._tm.session
         if not self._schema_ready:
@@ -413,6 +419,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -427,6 +434,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -441,6 +449,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> Awaitable[str | None]: ...
 
     @overload
@@ -455,6 +464,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> Awaitable[str | None]: ...
 
     def append_in(
@@ -468,6 +478,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | Awaitable[str | None] | None:
         """``append`` through a session or connection the app opened itself, on the store's
         database: the entry commits or rolls back with the app's transaction.
@@ -495,6 +506,7 @@ class SQLAlchemyOutboxStore:
             run_at=run_at,
             max_attempts=max_attempts,
             priority=priority,
+            queue=queue,
         )
         appends = self._app_appends
         if isinstance(session, AsyncSession):
@@ -519,6 +531,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None,
         max_attempts: int | None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> dict[str, Any]:
         """The checked parameters of one entry's INSERT (``append`` and ``append_in``): raises
         before anything is written."""
@@ -541,6 +554,8 @@ class SQLAlchemyOutboxStore:
             max_attempts = check_max_attempts(max_attempts)
         if priority is not None:
             priority = check_priority(priority)
+        if queue is not None:
+            queue = check_queue(queue)
         return {
             "id": str(uuid.uuid4()),
             "type": job_type,
@@ -550,6 +565,7 @@ class SQLAlchemyOutboxStore:
             "run_at": run_at_ms,
             "max_attempts": max_attempts,
             "priority": priority,
+            "queue": queue,
             "trace_context": current_traceparent(),
             "now": None if self._clock is None else self._clock.now_ms(),
         }

@@ -162,6 +162,7 @@ EXPORTED = {
         "check_priority",
         "check_queue",
         "DEFAULT_QUEUE",
+        "MAX_QUEUE_LENGTH",
         "check_request",
         "stalled_error_parts",
         "encode_payload",

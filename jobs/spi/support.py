@@ -42,6 +42,7 @@ from ..operations import (
 )
 from ..options import (
     DEFAULT_QUEUE,
+    MAX_QUEUE_LENGTH,
     check_delay_ms,
     check_max_attempts,
     check_priority,
@@ -73,6 +74,7 @@ __all__ = [
     "check_priority",
     "check_queue",
     "DEFAULT_QUEUE",
+    "MAX_QUEUE_LENGTH",
     "check_request",
     # stalls
     "stalled_error_parts",
