@@ -714,10 +714,15 @@ local function workflow_apply(plan, now, retain, margin)
   end
   local c = {now = now, now_text = int(now), retain = retain, margin = margin,
     finished = plan.ns .. 'cancelled', sp = plan.sp}
+  local cancelled = false
   for _, child in ipairs(plan.children) do
     if child.dirty then  -- else an earlier plan of the call wrote it as it stands
       write_dependent(plan, child, now, c)
+      cancelled = cancelled or child.cancel ~= nil
     end
+  end
+  if cancelled then  -- as cancel.lua does: cancelled jobs past retention leave the indexes
+    prune_ended(c.finished, 'cancelled', plan.sp, plan.ns .. 'types', now)
   end
   local open = plan.open
   if not open.dirty then
