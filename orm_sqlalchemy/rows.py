@@ -56,7 +56,13 @@ def claimed_job(row: Row) -> ClaimedJob:
         reclaimed=bool(row["reclaimed"]),
         run_at_ms=row["run_at"],
         stalls=row["stalls"],
+        depends_on=_depends_on(row["depends_on"]),
     )
+
+
+def _depends_on(depends_on: str | None) -> tuple[str, ...]:
+    """The ``depends_on`` column (a JSON array of job ids; NULL for a job of no workflow)."""
+    return tuple(json.loads(depends_on)) if depends_on else ()
 
 
 _CLAIMED_NUMBERS = (("attempts", 1), ("max_attempts", 1), ("run_at", 0), ("stalls", 0))
@@ -98,6 +104,8 @@ def job_info(row: Row) -> JobInfo:
         priority=row["priority"],
         result=None if row["result"] is None else decode_payload(row["result"]),
         progress=JobProgress.of_text(row["progress"]),
+        workflow_id=row["workflow_id"],
+        depends_on=_depends_on(row["depends_on"]),
     )
 
 

@@ -57,6 +57,7 @@ from jobs.spi import (
     OutcomeCount,
     WorkerInfo,
     WorkerRegistration,
+    WorkflowJob,
 )
 from jobs.spi.support import (
     Clock,
@@ -72,9 +73,16 @@ from ._database.errors import check_engine, store_error
 from ._database.in_transaction import InTransactionCompletion
 from ._database.listener import listen_engine
 from ._database.next_due import NextDue
-from ._database.sqlite_writes import SQLiteBackend, sqlite_commits
+from ._database.sqlite_writes import Script, SQLiteBackend, sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
+from ._database.workflows import (
+    cancelled_error_parts,
+    check_workflow,
+    is_workflow_token,
+    release_steps,
+    workflow_params,
+)
 from ._sqlite_files import require_database
 from .engine import configure_sqlite, create_engine
 from .rows import (
@@ -91,6 +99,7 @@ from .tables import DEFAULT_TABLE_PREFIX, job_schema, set_up_job_table
 __all__ = ["PRUNE_BATCH", "SQLAlchemyJobStore"]
 
 STALLED_HEAD, STALLED_MIDDLE, STALLED_TAIL = stalled_error_parts()
+CANCELLED_HEAD, CANCELLED_MIDDLE, CANCELLED_STATE, CANCELLED_TAIL = cancelled_error_parts()
 
 PRUNE_BATCH = 1_000
 """At most this many expired rows are deleted by one ``prune()``."""
@@ -142,11 +151,12 @@ class SQLAlchemyJobStore:
         url_text = redact_url(self._engine.url)
         self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
         quoted = dialect.identifier_preparer.format_table
+        edges = quoted(self._schema.edges)
         self._in_transaction = InTransactionCompletion(
-            self._engine, quoted(self._schema.jobs)
+            self._engine, quoted(self._schema.jobs), edges
         )
         self._sql = (
-            load_statements(dialect.name, quoted(self._schema.jobs))
+            load_statements(dialect.name, quoted(self._schema.jobs), edges=edges)
             | load_statements(dialect.name, quoted(self._schema.workers), resource="workers")
             | load_statements(dialect.name, quoted(self._schema.audit), resource="audit")
             | load_statements(dialect.name, quoted(self._schema.counters), resource="counters")
@@ -166,8 +176,23 @@ class SQLAlchemyJobStore:
                 on_wake=self._wake,
             )
             self._backend = backend
+            self._sqlite: SQLiteBackend | None = None
         else:
-            self._backend = SQLiteBackend(self._engine, name=self._name)
+            self._backend = self._sqlite = SQLiteBackend(self._engine, name=self._name)
+        self._release_params = self._in_transaction.release_params = {
+            "max_errors": MAX_ERRORS_KEPT,
+            "retain_cancelled_ms": self._retention.of_state("cancelled"),
+            **(
+                {
+                    "cancelled_head": CANCELLED_HEAD,
+                    "cancelled_middle": CANCELLED_MIDDLE,
+                    "cancelled_state": CANCELLED_STATE,
+                    "cancelled_tail": CANCELLED_TAIL,
+                }
+                if self._postgres
+                else {}
+            ),
+        }
         self._commits = None if self._postgres else sqlite_commits(self._engine)
         self._clock = clock
         self._create_tables = create_tables
@@ -183,6 +208,7 @@ class SQLAlchemyJobStore:
             fetch=self._fetch,
             fetch_unsorted=self._fetch_unsorted,
             announce=self._announce,
+            settle=self._settle,
             postgres=self._postgres,
             retention=self._retention,
         )
@@ -256,6 +282,79 @@ class SQLAlchemyJobStore:
             await self._prune_in_passing()
         return [job.id if job.id in stored else None for job in jobs]
 
+    # -- workflows (jobs.spi.WorkflowStore; see orm_sqlalchemy.workflows) --------------------
+
+    async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
+        """Every job and edge of the workflow in one transaction (PostgreSQL: one statement)."""
+        check_workflow(jobs)
+        if not jobs:
+            self._check_open()
+            return
+        params = workflow_params(workflow_id, jobs, postgres=self._postgres)
+        if self._sqlite is None:
+            await self._fetch("enqueue_workflow", **params)
+        else:
+            sql = self._sql
+
+            def steps() -> Any:
+                yield sql["enqueue_workflow"], params
+                yield sql["enqueue_workflow_edges"], params
+                return []
+
+            await self._fetch_script(Script("enqueue_workflow", steps), params)
+        for job_type in {job.request.type for job in jobs if not job.depends_on}:
+            self._announce(job_type)
+
+    async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
+        rows = await self._fetch("workflow_jobs", workflow_id=workflow_id)
+        return [job_info(row) for row in rows]
+
+    async def _settle(self, statement: str, **params: Any) -> list[Row]:
+        """Run ``statement``, one that settles jobs (finish_workflow, cancel_job, delete_job,
+        purge_jobs), with their dependents settled in its transaction (``workflow_release``);
+        the rows it settled (id, type). The dependents it made due are announced."""
+        if self._sqlite is None:
+            rows = await self._fetch(statement, **{**self._release_params, **params})
+        else:
+            sql, release = self._sql, self._release_params
+
+            def steps() -> Any:
+                settled = yield sql[statement], params
+                ended = [row for row in settled if row["workflow_id"] is not None]
+                due = yield from release_steps(sql, ended, {**release, "now": params["now"]})
+                return [
+                    *({"id": row["id"], "type": row["type"], "released": False} for row in settled),
+                    *({"id": row["id"], "type": row["type"], "released": True} for row in due),
+                ]
+
+            rows = await self._fetch_script(Script(statement, steps), params)
+        for job_type in {row["type"] for row in rows if row["released"]}:
+            self._announce(job_type)
+        return [row for row in rows if not row["released"]]
+
+    async def _settle_parents(self, ids: list[str] | None) -> None:
+        """Settle the dependents of finished parents whose edges are left: ``ids`` (a claim
+        that failed workflow jobs whose leases expired too often), or any (the sweep)."""
+        if self._sqlite is None:
+            params = {**self._release_params, "ids": ids, "batch": PRUNE_BATCH}
+            rows = await self._fetch("settle_workflow_parents", **params)
+            for job_type in {row["type"] for row in rows if row["released"]}:
+                self._announce(job_type)
+            return
+        sql, release = self._sql, self._release_params
+
+        def steps() -> Any:
+            params = {"ids": None if ids is None else json.dumps(ids), "batch": PRUNE_BATCH}
+            settled = yield sql["workflow_parents"], params
+            due = yield from release_steps(sql, settled, {**release, "now": self._now()})
+            return due
+
+        for job_type in {
+            row["type"]
+            for row in await self._fetch_script(Script("settle_workflow_parents", steps), {})
+        }:
+            self._announce(job_type)
+
     # -- consumer ------------------------------------------------------------------------------
 
     async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
@@ -281,6 +380,7 @@ class SQLAlchemyJobStore:
             raise
         leased: list[Row] = []
         taken = 0
+        stalled_parents: list[str] = []
         for row in rows:
             if row["id"] is None:  # claim_next_due's row for its answer when it took none
                 continue
@@ -288,6 +388,7 @@ class SQLAlchemyJobStore:
             if row["state"] == "active":
                 leased.append(row)
             else:
+                stalled_parents += [row["id"]] if row["workflow_id"] is not None else []
                 logger.warning(
                     "job {} ({}) failed: its lease expired without a settle {} time(s), more "
                     "than its max_stalls",
@@ -304,13 +405,21 @@ class SQLAlchemyJobStore:
                 self._next_due.keep(types, watch, due_in)
             else:
                 self._next_due.drop(watch)
-        if self._prune_due():
-            await self._prune_in_passing()
+        if stalled_parents or self._prune_due():
+            await self._after_claim(stalled_parents)
         broken = [(row, why) for row in leased if (why := malformed(row)) is not None]
         if broken:
             leased = await self._fail_malformed(leased, broken)
         leased.sort(key=_claim_order)
         return [claimed_job(row) for row in leased]
+
+    async def _after_claim(self, stalled_parents: list[str]) -> None:
+        """What a claim leaves to the statements after it: the dependents of the workflow jobs
+        it failed (their leases expired too often), and the prune when it is due."""
+        if stalled_parents:
+            await self._settle_parents(stalled_parents)
+        if self._prune_due():
+            await self._prune_in_passing()
 
     async def _fail_malformed(
         self, leased: list[Row], broken: list[tuple[Row, str]]
@@ -396,10 +505,31 @@ class SQLAlchemyJobStore:
         if not jobs:
             self._check_open()
             return []
+        if any(is_workflow_token(token) for _, token in jobs):
+            return await self._complete_workflow_jobs(jobs, results)
         params = self._completions(jobs, results)
         rows = await self._fetch("complete_many", retain_ms=self._retention.completed_ms, **params)
         completed = {row["id"] for row in rows}
         return [job_id in completed for job_id, _ in jobs]
+
+    async def _complete_workflow_jobs(
+        self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None
+    ) -> list[bool]:
+        """``complete_many`` of a batch holding workflow jobs: the plain ones in one statement,
+        each workflow job with its dependents (``finish_workflow``)."""
+        outcomes = [None if results is None else results[index] for index in range(len(jobs))]
+        plain = [index for index, (_, token) in enumerate(jobs) if not is_workflow_token(token)]
+        done = [False] * len(jobs)
+        if plain:
+            plain_done = await self.complete_many(
+                [jobs[index] for index in plain], [outcomes[index] for index in plain]
+            )
+            for index, completed in zip(plain, plain_done, strict=True):
+                done[index] = completed
+        for index, (job_id, token) in enumerate(jobs):
+            if is_workflow_token(token):
+                done[index] = await self._finish(job_id, token, "completed", None, outcomes[index])
+        return done
 
     async def retry(
         self,
@@ -498,8 +628,11 @@ class SQLAlchemyJobStore:
         await self._set_up_schema(create=False)
 
     async def prune(self) -> int:
-        """Delete up to PRUNE_BATCH finished jobs past their retention; how many went."""
-        return len(await self._fetch("prune", batch=PRUNE_BATCH))
+        """Delete up to PRUNE_BATCH finished jobs past their retention; how many went. Also
+        settles the dependents of workflow jobs a crash left unsettled (``_settle_parents``)."""
+        pruned = len(await self._fetch("prune", batch=PRUNE_BATCH))
+        await self._settle_parents(None)
+        return pruned
 
     async def close(self) -> None:
         """Close the store's connections, and its engine if it made it. Idempotent."""
@@ -639,6 +772,14 @@ class SQLAlchemyJobStore:
         params["now"] = self._now()
         return await self._backend.fetch(self._sql[statement], params)
 
+    async def _fetch_script(self, script: Script, params: dict[str, Any]) -> list[Row]:
+        """Run ``script`` (SQLite: statements in one transaction); ``params`` gets ``now``."""
+        if self._closed or not self._schema_ready:
+            await self._ready(params)
+        params["now"] = self._now()
+        assert self._sqlite is not None
+        return await self._sqlite.fetch(script, params)
+
     async def _fetch_unsorted(self, statement: str, **params: Any) -> list[Row]:
         """``_fetch`` of a listing page: its ORDER BY is read off an index, never sorted."""
         await self._ready(params)
@@ -678,6 +819,8 @@ class SQLAlchemyJobStore:
         result: str | None = None,
     ) -> bool:
         params = self._finish_params(job_id, lease_token, state, error, result)
+        if is_workflow_token(lease_token):
+            return bool(await self._settle("finish_workflow", **params))
         rows = await self._fetch("finish", **params)
         return bool(rows)
 

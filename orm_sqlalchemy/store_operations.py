@@ -69,11 +69,13 @@ class SQLOperations:
     """The operations SPI over the store's statements (held by ``SQLAlchemyJobStore``).
 
     ``fetch`` runs a statement; ``fetch_unsorted`` runs a listing page, whose ORDER BY is read
-    off an index; ``announce`` wakes the waiters for a type an operation made due (here and,
-    on PostgreSQL, other stores by NOTIFY); ``postgres`` picks the parameter shapes.
+    off an index; ``settle`` runs one that ends jobs (cancel, delete, purge) with their
+    workflow dependents settled in its transaction, returning the rows it ended; ``announce``
+    wakes the waiters for a type an operation made due (here and, on PostgreSQL, other stores
+    by NOTIFY); ``postgres`` picks the parameter shapes.
     """
 
-    __slots__ = ("_announce", "_fetch", "_fetch_unsorted", "_postgres", "_retention")
+    __slots__ = ("_announce", "_fetch", "_fetch_unsorted", "_postgres", "_retention", "_settle")
 
     def __init__(
         self,
@@ -81,12 +83,14 @@ class SQLOperations:
         fetch: Fetch,
         fetch_unsorted: Fetch,
         announce: Callable[[str], None],
+        settle: Fetch,
         postgres: bool,
         retention: Retention,
     ) -> None:
         self._fetch = fetch
         self._fetch_unsorted = fetch_unsorted
         self._announce = announce
+        self._settle = settle
         self._postgres = postgres
         self._retention = retention
 
@@ -131,7 +135,7 @@ class SQLOperations:
         older_than_ms: int | None = None,
     ) -> int:
         chosen = list(check_purge_states(states))
-        rows = await self._fetch(
+        rows = await self._settle(
             "purge_jobs",
             states=chosen if self._postgres else json.dumps(chosen),
             type=None if job_type is None else check_type(job_type),
@@ -155,7 +159,7 @@ class SQLOperations:
 
     async def cancel(self, job_id: str) -> bool:
         retain_ms = self._retention.of_state("cancelled")
-        return bool(await self._fetch("cancel_job", id=check_job_id(job_id), retain_ms=retain_ms))
+        return bool(await self._settle("cancel_job", id=check_job_id(job_id), retain_ms=retain_ms))
 
     async def stats(self) -> dict[str, JobTypeStats]:
         rows = await self._fetch("stats")
@@ -171,7 +175,7 @@ class SQLOperations:
         }
 
     async def delete(self, job_id: str) -> bool:
-        return bool(await self._fetch("delete_job", id=check_job_id(job_id)))
+        return bool(await self._settle("delete_job", id=check_job_id(job_id)))
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         if ttl_ms <= 0:

@@ -17,6 +17,10 @@ the entries not yet due (scheduled jobs, live leases) in the index alone.
 ``result`` is a completed job's result (the handler's return value, JSON text), written by the
 completing statement itself and gone with the row. ``progress`` is the last progress its
 handler reported (``[fraction, message]``), written fenced by the lease token.
+A workflow's job (``jobs.spi.WorkflowStore``) has ``workflow_id``, its place in the workflow
+(``workflow_seq``, listed by a partial index), its parents (``depends_on``, JSON) and how many
+of them are unfinished (``waiting``: ``due_at`` is NULL until 0); the ``<prefix>edges`` table
+holds a (parent, child) row until the parent settles (``_database.workflows``).
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
@@ -168,6 +172,7 @@ class JobSchema:
     workers: Table
     audit: Table
     counters: Table
+    edges: Table
 
     @property
     def qualified_name(self) -> str:
@@ -219,6 +224,10 @@ def job_schema(
         Column("priority", Integer, nullable=False, server_default=text("0")),
         Column("result", Text, nullable=True),  # the handler's return value, JSON text
         Column("progress", Text, nullable=True),  # the last progress reported, JSON text
+        Column("workflow_id", String(64), nullable=True),  # jobs.spi.WorkflowStore
+        Column("workflow_seq", Integer, nullable=True),  # its place in the workflow, from 0
+        Column("depends_on", Text, nullable=True),  # JSON array of its parents' ids
+        Column("waiting", Integer, nullable=True),  # parents still unfinished (due at 0)
         schema=schema,
     )
     claimable = jobs.c.due_at.is_not(None)
@@ -240,6 +249,22 @@ def job_schema(
     Index(f"ix_{name}_expires", jobs.c.expires_at, postgresql_where=finished, sqlite_where=finished)
     Index(f"ix_{name}_created", jobs.c.created_at, jobs.c.id)  # list_jobs, newest first
     Index(f"ix_{name}_by_state", listed_state(jobs), jobs.c.created_at, jobs.c.id)  # one state
+    in_workflow = jobs.c.workflow_id.is_not(None)
+    Index(  # workflow_jobs, in the order they were stored; no entry for a plain job
+        f"ix_{name}_workflow",
+        jobs.c.workflow_id,
+        jobs.c.workflow_seq,
+        postgresql_where=in_workflow,
+        sqlite_where=in_workflow,
+    )
+    edges = Table(  # a workflow's dependencies still to settle: one row per (parent, child)
+        f"{table_prefix}edges",
+        metadata,
+        Column("parent_id", String(255), primary_key=True),
+        Column("child_id", String(255), primary_key=True),
+        Column("proceed", Integer, nullable=False),  # 1: on_failure="continue"
+        schema=schema,
+    )
     workers = Table(
         f"{table_prefix}workers",
         metadata,
@@ -280,7 +305,7 @@ def job_schema(
         schema=schema,
     )
     return JobSchema(
-        metadata, jobs, notify_channel("jobs", jobs.fullname), workers, audit, counters
+        metadata, jobs, notify_channel("jobs", jobs.fullname), workers, audit, counters, edges
     )
 
 
@@ -308,7 +333,7 @@ def check_columns(
             if _addable(column):
                 fix = (
                     f"add it with `{add_column_sql(connection, table, column)}` or "
-                    "`await store.create_schema()` (see the docs' \"Upgrade the tables\")"
+                    '`await store.create_schema()` (see the docs\' "Upgrade the tables")'
                 )
             raise StoreSchemaError(
                 f"table {table.fullname!r} has no column {column.name!r}: it was made for "
@@ -335,9 +360,7 @@ def add_column_sql(connection: Connection | None, table: Table, column: Column[A
     return f"ALTER TABLE {dialect.identifier_preparer.format_table(table)} ADD COLUMN {spec}"
 
 
-def add_missing_columns(
-    connection: Connection, table: Table, found: Collection[str]
-) -> list[str]:
+def add_missing_columns(connection: Connection, table: Table, found: Collection[str]) -> list[str]:
     """Add each column of ``table`` that the live table (``found``: its columns) lacks and
     that can be added in place (``_addable``); the names added. The one way every store table
     takes the columns a later version gives it; ``check_columns`` refuses what is left."""
@@ -366,7 +389,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     is seen; on SQLite inside a write transaction (the engine begins them IMMEDIATE).
     """
     postgres = engine.dialect.name == "postgresql"
-    tables = (schema.jobs, schema.workers, schema.audit, schema.counters)
+    tables = (schema.jobs, schema.workers, schema.audit, schema.counters, schema.edges)
 
     def work(connection: Connection) -> None:
         found: dict[Table, list[str] | None] = {}
@@ -374,7 +397,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
             columns = found[table] = column_names(connection, table)
             if columns is not None and create:
                 columns.extend(add_missing_columns(connection, table, columns))
-            later = table is schema.audit or table is schema.counters
+            later = any(table is t for t in (schema.audit, schema.counters, schema.edges))
             if columns is None and not create and later:
                 continue  # a store made before the audit trail: read-only looks still work
             if columns is not None or not create:

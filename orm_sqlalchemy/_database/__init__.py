@@ -6,6 +6,7 @@ LISTEN connection and wake-ups. Nothing here is public API.
 ``statements``   the SQL of ``sql/*.sql``, loaded once per table
 ``listener``     LISTEN on a PostgreSQL channel over a connection of its own
 ``wakeup``       idle waiters and coalesced NOTIFYs
+``workflows``    what the workflow statements need besides the rows (jobs.spi.WorkflowStore)
 ``sqlite_writes`` how a write on SQLite is scheduled: the writer gate's turns, the lock file
                 between processes, the turn taken at BEGIN, group commit, the commit watch
 """

@@ -61,9 +61,12 @@ def _strip_comments(body: str) -> str:
     return "\n".join(lines).strip().rstrip(";")
 
 
-def load_statements(dialect: str, table: str, *, resource: str = "jobs") -> dict[str, Statement]:
+def load_statements(
+    dialect: str, table: str, *, resource: str = "jobs", edges: str = ""
+) -> dict[str, Statement]:
     """Every statement of ``resource`` ("jobs" or "outbox") in ``dialect`` ("postgresql" or
-    "sqlite"), for the quoted ``table``."""
+    "sqlite"), for the quoted ``table`` (and, for the job statements of workflows, the quoted
+    ``edges`` table: the ``{edges}`` macro)."""
     if dialect not in _NOW:
         raise ValueError(f"the SQL stores support PostgreSQL and SQLite, not {dialect!r}")
     statements = {}
@@ -72,9 +75,8 @@ def load_statements(dialect: str, table: str, *, resource: str = "jobs") -> dict
         if dialect == "postgresql":
             statement = _numbered(statement)
         # The table goes in last, so that no quoted name is ever read as a parameter.
-        statements[name] = Statement(
-            name, statement.text.replace("{table}", table), statement.positional
-        )
+        text = statement.text.replace("{edges}", edges).replace("{table}", table)
+        statements[name] = Statement(name, text, statement.positional)
     return statements
 
 
@@ -90,12 +92,11 @@ def _numbered(statement: Statement) -> Statement:
     return Statement(statement.name, _PARAM.sub(number, statement.text), tuple(order))
 
 
-def text_statement(dialect: str, table: str, name: str, *, resource: str) -> str:
+def text_statement(dialect: str, table: str, name: str, *, resource: str, edges: str = "") -> str:
     """One statement of ``resource`` with its ``:name`` parameters as written, for SQLAlchemy's
     ``text()`` on a connection of any driver (the app's own: psycopg, pysqlite...), where the
     store's own statements are in its drivers' paramstyle."""
     if dialect not in _NOW:
         raise ValueError(f"the SQL stores support PostgreSQL and SQLite, not {dialect!r}")
-    return _sections(resource, dialect)[name].replace("{now}", _NOW[dialect]).replace(
-        "{table}", table
-    )
+    section = _sections(resource, dialect)[name].replace("{now}", _NOW[dialect])
+    return section.replace("{edges}", edges).replace("{table}", table)

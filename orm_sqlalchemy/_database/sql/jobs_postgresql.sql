@@ -92,6 +92,7 @@ UPDATE {table} AS j SET
     stalls = CASE WHEN j.state = 'active' THEN j.stalls + 1 ELSE j.stalls END,
     lease_token = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls THEN NULL
         ELSE (CASE WHEN j.state = 'active' THEN j.attempts ELSE j.attempts + 1 END) || ':'
+            || CASE WHEN j.workflow_id IS NULL THEN '' ELSE 'w' END
             || replace(gen_random_uuid()::text, '-', '') END,
     due_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
         THEN NULL ELSE {now} + CAST(:lease_ms AS bigint) END,
@@ -113,7 +114,7 @@ FROM due
 WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
     j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed,
-    j.stalls, j.priority;
+    j.stalls, j.priority, j.depends_on, j.workflow_id;
 
 -- name: claim_next_due
 -- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:
@@ -150,7 +151,8 @@ UPDATE {table} SET progress = :progress
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
 
--- name: finish
+-- name: finish_update
+-- (A fragment: finish and finish_workflow end it with what they return.)
 -- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
 -- :result is a completed job's result (JSON text; NULL for none, and for a fail).
 -- A retry's or fail's error is appended to errors, a JSON array of [attempt, at, error], newest
@@ -164,7 +166,160 @@ UPDATE {table} SET
         || jsonb_build_array(jsonb_build_array(attempts, {now}, CAST(:error AS text))) AS text) END,
     expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(keep_until, 0))
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+
+-- name: finish
+{statement:finish_update}
 RETURNING 1;
+
+-- name: workflow_release
+-- A fragment (jobs.spi.WorkflowStore): the CTEs that follow a statement's "settled" (id, type,
+-- state: completed, failed, cancelled, or deleted for a row deleted unfinished) and settle
+-- each one's dependents in that same statement, so in its transaction. Only rows with edges
+-- left (a workflow job whose parent has not settled yet) are touched: for a plain job each
+-- CTE below is an index probe that finds nothing.
+-- doomed: the pending dependents a parent that did not complete takes with it, down the DAG
+-- (an edge with proceed = 1, on_failure="continue", stops it), each with a parent that ended
+-- it. unlinked: the settled rows' edges, deleted (an edge counts once: a parent's second
+-- settle, after an operator's requeue, finds none). released: each dependent waits for as
+-- many parents fewer as completed, or finished in any way on a proceed edge; at 0 it is due
+-- (run_at, or now if later). Two parents of one job settling in two transactions update its
+-- row one after the other (the row lock; READ COMMITTED re-reads the row it waited for), so
+-- waiting - n is computed from the other's result: never both at 1, never released twice.
+-- A row the statement settles itself (a purge deleting a parent and its child) is left to it:
+-- one statement must not write a row twice.
+doomed(id, type, cause_id, cause_type, cause_state) AS (
+    SELECT CAST(c.id AS text), CAST(c.type AS text), CAST(s.id AS text), CAST(s.type AS text),
+        CAST(s.state AS text)
+    FROM settled AS s
+    JOIN {edges} AS e ON e.parent_id = s.id
+    JOIN {table} AS c ON c.id = e.child_id
+    WHERE s.state <> 'completed' AND e.proceed = 0 AND c.state = 'pending'
+        AND c.id NOT IN (SELECT id FROM settled)
+    UNION
+    SELECT CAST(c.id AS text), CAST(c.type AS text), d.id, d.type, CAST('cancelled' AS text)
+    FROM doomed AS d
+    JOIN {edges} AS e ON e.parent_id = d.id
+    JOIN {table} AS c ON c.id = e.child_id
+    WHERE e.proceed = 0 AND c.state = 'pending' AND c.id NOT IN (SELECT id FROM settled)
+),
+cancelled AS (
+    UPDATE {table} AS j SET
+        state = 'cancelled', lease_token = NULL, due_at = NULL, finished_at = {now},
+        last_error = d.error,
+        errors = CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
+                THEN CAST(j.errors AS jsonb) - 0 ELSE COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb)) END
+            || jsonb_build_array(jsonb_build_array(j.attempts, {now}, d.error)) AS text),
+        expires_at = GREATEST({now} + CAST(:retain_cancelled_ms AS bigint), COALESCE(j.keep_until, 0))
+    FROM (
+        SELECT DISTINCT ON (id) id, CAST(:cancelled_head AS text) || cause_id
+            || CAST(:cancelled_middle AS text) || cause_type || CAST(:cancelled_state AS text)
+            || cause_state || CAST(:cancelled_tail AS text) AS error
+        FROM doomed
+        ORDER BY id, cause_id
+    ) AS d
+    WHERE j.id = d.id AND j.state = 'pending'
+    RETURNING j.id
+),
+unlinked AS (
+    DELETE FROM {edges} AS e
+    WHERE e.parent_id IN (SELECT id FROM settled UNION SELECT id FROM doomed)
+    RETURNING e.parent_id, e.child_id, e.proceed
+),
+released AS (
+    UPDATE {table} AS j SET
+        waiting = j.waiting - u.n,
+        run_at = CASE WHEN j.waiting > u.n THEN j.run_at ELSE GREATEST(j.run_at, {now}) END,
+        due_at = CASE WHEN j.waiting > u.n THEN NULL ELSE GREATEST(j.run_at, {now}) END
+    FROM (
+        SELECT u.child_id, count(*) AS n
+        FROM unlinked AS u
+        LEFT JOIN settled AS s ON s.id = u.parent_id
+        WHERE (u.proceed = 1 OR s.state = 'completed')
+            AND u.child_id NOT IN (SELECT id FROM doomed)
+            AND u.child_id NOT IN (SELECT id FROM settled)
+        GROUP BY u.child_id
+    ) AS u
+    WHERE j.id = u.child_id AND j.state = 'pending' AND j.waiting > 0
+    RETURNING j.id, j.type, j.due_at
+)
+
+-- name: workflow_outcome
+-- A fragment: what a statement ending in workflow_release returns: its settled rows (released
+-- false) and the dependents it made due (released true, for the wake-up).
+SELECT id, type, false AS released FROM settled
+UNION ALL
+SELECT id, type, true FROM released WHERE due_at IS NOT NULL
+
+-- name: finish_workflow
+-- finish of a workflow job (its lease token says so: the claim marks it), its dependents
+-- settled with it (workflow_release).
+WITH RECURSIVE settled AS (
+    {statement:finish_update}
+    RETURNING id, type, state
+),
+{statement:workflow_release}
+{statement:workflow_outcome};
+
+-- name: settle_workflow_parents
+-- workflow_release for finished parents whose edges are left (a claim that failed a workflow
+-- job whose lease expired too often, in the statement after it; and the sweep that runs with
+-- the prune): those of :ids, or with :ids NULL every such parent, up to :batch; a parent
+-- row that is gone counts as deleted.
+WITH RECURSIVE parents AS (
+    SELECT DISTINCT parent_id AS id FROM {edges}
+    WHERE CAST(:ids AS text[]) IS NULL OR parent_id = ANY(CAST(:ids AS text[]))
+),
+settled AS (
+    SELECT p.id, COALESCE(j.type, '?') AS type, COALESCE(j.state, 'deleted') AS state
+    FROM parents AS p LEFT JOIN {table} AS j ON j.id = p.id
+    WHERE j.id IS NULL OR j.state IN ('completed', 'failed', 'cancelled')
+    LIMIT :batch
+),
+{statement:workflow_release}
+{statement:workflow_outcome};
+
+-- name: enqueue_workflow
+-- A workflow's jobs (each a batch column, as enqueue_many's) with their edges, in one
+-- statement. A job with parents is stored waiting for them (waiting > 0, due_at NULL: no
+-- claim sees it); workflow_seq keeps the order they were given in.
+WITH stored AS (
+    INSERT INTO {table} (
+        id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
+        trace_context, keep_until, created_at, max_stalls, priority, workflow_id,
+        workflow_seq, depends_on, waiting
+    )
+    SELECT b.id, b.type, b.payload, 'pending', 0, b.max_attempts,
+        COALESCE(b.run_at, {now} + b.delay_ms),
+        CASE WHEN b.waiting = 0 THEN COALESCE(b.run_at, {now} + b.delay_ms) END,
+        b.timeout_ms, NULL, b.trace_context, b.keep_until, {now}, b.max_stalls, b.priority,
+        CAST(:workflow_id AS text), b.seq - 1, b.depends_on, b.waiting
+    FROM unnest(
+        CAST(:ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS text[]),
+        CAST(:max_attempts AS integer[]), CAST(:run_ats AS bigint[]), CAST(:delays AS bigint[]),
+        CAST(:timeouts AS bigint[]), CAST(:trace_contexts AS text[]),
+        CAST(:keep_untils AS bigint[]), CAST(:max_stalls AS integer[]),
+        CAST(:priorities AS integer[]), CAST(:depends_ons AS text[]), CAST(:waitings AS integer[])
+    ) WITH ORDINALITY AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms,
+        trace_context, keep_until, max_stalls, priority, depends_on, waiting, seq)
+    RETURNING 1
+),
+linked AS (
+    INSERT INTO {edges} (parent_id, child_id, proceed)
+    SELECT * FROM unnest(
+        CAST(:parents AS text[]), CAST(:children AS text[]), CAST(:proceeds AS integer[])
+    )
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM stored) AS jobs, (SELECT count(*) FROM linked) AS edges;
+
+-- name: workflow_jobs
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress,
+    workflow_id, depends_on
+FROM {table}
+WHERE workflow_id = :workflow_id AND (expires_at IS NULL OR expires_at > {now})
+ORDER BY workflow_seq;
+
 
 -- name: complete_many
 -- complete for a group of (id, lease_token, result) at once; returns the ids it completed.
@@ -207,7 +362,8 @@ RETURNING j.id, j.type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
 
@@ -236,7 +392,8 @@ RETURNING 1;
 -- Run with sorting priced out (PostgresBackend.fetch_unsorted): the planner's row estimate
 -- (a few rows on a fresh table) would otherwise have it sort every match instead.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND type = COALESCE(CAST(:type AS text), type)
@@ -248,7 +405,8 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END)
@@ -261,32 +419,48 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
 
 -- name: purge_jobs
--- Live jobs in :states (never active) finished, or if pending created, by the cutoff.
-DELETE FROM {table}
-WHERE state = ANY(CAST(:states AS text[])) AND state <> 'active' AND (expires_at IS NULL OR expires_at > {now})
-    AND (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
-    AND (CAST(:older_than_ms AS bigint) IS NULL
-        OR COALESCE(finished_at, created_at) <= {now} - CAST(:older_than_ms AS bigint))
-RETURNING 1;
+-- Live jobs in :states (never active) finished, or if pending created, by the cutoff; pending
+-- workflow jobs settle their dependents as delete_job's do.
+WITH RECURSIVE settled AS (
+    DELETE FROM {table}
+    WHERE state = ANY(CAST(:states AS text[])) AND state <> 'active' AND (expires_at IS NULL OR expires_at > {now})
+        AND (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
+        AND (CAST(:older_than_ms AS bigint) IS NULL
+            OR COALESCE(finished_at, created_at) <= {now} - CAST(:older_than_ms AS bigint))
+    RETURNING id, type, CASE WHEN state = 'pending' THEN 'deleted' ELSE state END AS state
+),
+{statement:workflow_release}
+{statement:workflow_outcome};
 
 -- name: delete_job
-DELETE FROM {table}
-WHERE id = :id AND state <> 'active' AND (expires_at IS NULL OR expires_at > {now})
-RETURNING 1;
+-- A pending workflow job deleted settles its dependents as a parent that ended "deleted"
+-- (workflow_release).
+WITH RECURSIVE settled AS (
+    DELETE FROM {table}
+    WHERE id = :id AND state <> 'active' AND (expires_at IS NULL OR expires_at > {now})
+    RETURNING id, type, CASE WHEN state = 'pending' THEN 'deleted' ELSE state END AS state
+),
+{statement:workflow_release}
+{statement:workflow_outcome};
 
 -- name: cancel_job
 -- A pending or active job becomes cancelled (finished); clearing its lease token refuses the
--- worker's next heartbeat and settle.
-UPDATE {table} SET
-    state = 'cancelled', lease_token = NULL, due_at = NULL, finished_at = {now},
-    expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(keep_until, 0))
-WHERE id = :id AND state IN ('pending', 'active')
-RETURNING 1;
+-- worker's next heartbeat and settle. Its dependents go with it (workflow_release).
+WITH RECURSIVE settled AS (
+    UPDATE {table} SET
+        state = 'cancelled', lease_token = NULL, due_at = NULL, finished_at = {now},
+        expires_at = GREATEST({now} + CAST(:retain_ms AS bigint), COALESCE(keep_until, 0))
+    WHERE id = :id AND state IN ('pending', 'active')
+    RETURNING id, type, state
+),
+{statement:workflow_release}
+{statement:workflow_outcome};
 
 -- name: stats
 -- Per type: live jobs by state (pending split into due and scheduled), and how long the oldest

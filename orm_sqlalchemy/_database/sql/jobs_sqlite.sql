@@ -73,8 +73,10 @@ UPDATE {table} SET
     attempts = CASE WHEN state = 'active' THEN attempts ELSE attempts + 1 END,
     stalls = CASE WHEN state = 'active' THEN stalls + 1 ELSE stalls END,
     lease_token = CASE WHEN state = 'active' AND stalls >= max_stalls THEN NULL
-        WHEN state = 'active' THEN attempts || ':r' || lower(hex(randomblob(12)))
-        ELSE (attempts + 1) || ':' || lower(hex(randomblob(12))) END,
+        WHEN state = 'active' THEN attempts || ':r'
+            || CASE WHEN workflow_id IS NULL THEN '' ELSE 'w' END || lower(hex(randomblob(12)))
+        ELSE (attempts + 1) || ':' || CASE WHEN workflow_id IS NULL THEN '' ELSE 'w' END
+            || lower(hex(randomblob(12))) END,
     due_at = CASE WHEN state = 'active' AND stalls >= max_stalls
         THEN NULL ELSE :now + :lease_ms END,
     last_error = CASE WHEN state = 'active' AND stalls >= max_stalls
@@ -98,7 +100,8 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, priority;
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, priority, depends_on,
+    workflow_id;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms
@@ -111,7 +114,8 @@ UPDATE {table} SET progress = :progress
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
 RETURNING 1;
 
--- name: finish
+-- name: finish_update
+-- (A fragment: finish and finish_workflow end it with what they return.)
 -- complete (:error NULL) or fail; the row is kept until max(now + retention, keep_until).
 -- :result is a completed job's result (JSON text; NULL for none, and for a fail).
 -- A retry's or fail's error is appended to errors, a JSON array of [attempt, at, error], newest
@@ -125,7 +129,118 @@ UPDATE {table} SET
         ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now, :error)) END END,
     expires_at = max(:now + :retain_ms, coalesce(keep_until, 0))
 WHERE id = :id AND lease_token = :lease_token AND state = 'active'
+
+-- name: finish
+{statement:finish_update}
 RETURNING 1;
+
+-- name: finish_workflow
+-- finish of a workflow job (its lease token says so: the claim marks it); the store settles
+-- its dependents in the same transaction (workflow_doomed ... workflow_release, driven by
+-- orm_sqlalchemy.workflows).
+{statement:finish_update}
+RETURNING id, type, state, workflow_id;
+
+-- name: workflow_doomed
+-- The pending dependents that :settled ([[id, type, state], ...]: parents that ended so;
+-- "deleted" for one deleted unfinished) take with them, down the DAG: a parent that did not
+-- complete cancels each child not on a proceed edge (on_failure="continue"), and so on. Each
+-- row names a parent that ended it.
+WITH RECURSIVE settled(id, type, state) AS (
+    SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:settled)
+),
+doomed(id, type, cause_id, cause_type, cause_state) AS (
+    SELECT c.id, c.type, s.id, s.type, s.state
+    FROM settled AS s
+    JOIN {edges} AS e ON e.parent_id = s.id
+    JOIN {table} AS c ON c.id = e.child_id
+    WHERE s.state <> 'completed' AND e.proceed = 0 AND c.state = 'pending'
+    UNION
+    SELECT c.id, c.type, d.id, d.type, 'cancelled'
+    FROM doomed AS d
+    JOIN {edges} AS e ON e.parent_id = d.id
+    JOIN {table} AS c ON c.id = e.child_id
+    WHERE e.proceed = 0 AND c.state = 'pending'
+)
+SELECT id, type, cause_id, cause_type, cause_state FROM doomed;
+
+-- name: workflow_cancel
+-- :jobs is a JSON array of [id, error]: each pending one ends cancelled with its error.
+UPDATE {table} SET
+    state = 'cancelled', lease_token = NULL, due_at = NULL, finished_at = :now,
+    last_error = (SELECT value ->> 1 FROM json_each(:jobs) WHERE value ->> 0 = {table}.id),
+    errors = json_insert(
+        CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
+            THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END,
+        '$[#]', json_array(attempts, :now,
+            (SELECT value ->> 1 FROM json_each(:jobs) WHERE value ->> 0 = {table}.id))),
+    expires_at = max(:now + :retain_cancelled_ms, coalesce(keep_until, 0))
+WHERE state = 'pending' AND id IN (SELECT value ->> 0 FROM json_each(:jobs))
+RETURNING id;
+
+-- name: workflow_unlink
+-- The edges of the parents :ids (a JSON array), deleted: each is settled once.
+DELETE FROM {edges} WHERE parent_id IN (SELECT value FROM json_each(:ids))
+RETURNING parent_id, child_id, proceed;
+
+-- name: workflow_release
+-- :jobs is a JSON array of [id, n]: each pending job waits for n parents fewer; at 0 it is
+-- due (its run_at, or now if later).
+UPDATE {table} SET
+    waiting = waiting - (SELECT value ->> 1 FROM json_each(:jobs) WHERE value ->> 0 = {table}.id),
+    run_at = CASE
+        WHEN waiting > (SELECT value ->> 1 FROM json_each(:jobs) WHERE value ->> 0 = {table}.id)
+        THEN run_at ELSE max(run_at, :now) END,
+    due_at = CASE
+        WHEN waiting > (SELECT value ->> 1 FROM json_each(:jobs) WHERE value ->> 0 = {table}.id)
+        THEN NULL ELSE max(run_at, :now) END
+WHERE state = 'pending' AND waiting > 0 AND id IN (SELECT value ->> 0 FROM json_each(:jobs))
+RETURNING id, type, due_at;
+
+-- name: workflow_parents
+-- Finished parents whose edges are left (a claim that failed a workflow job whose lease
+-- expired too often, in the transaction after it; and the sweep that runs with the prune):
+-- those of :ids (a JSON array), or with :ids NULL any, up to :batch. A parent row that is
+-- gone counts as deleted.
+SELECT p.id, coalesce(j.type, '?') AS type, coalesce(j.state, 'deleted') AS state
+FROM (
+    SELECT DISTINCT parent_id AS id FROM {edges}
+    WHERE :ids IS NULL OR parent_id IN (SELECT value FROM json_each(:ids))
+) AS p
+LEFT JOIN {table} AS j ON j.id = p.id
+WHERE j.id IS NULL OR j.state IN ('completed', 'failed', 'cancelled')
+LIMIT :batch;
+
+-- name: enqueue_workflow
+-- A workflow's jobs: :jobs is a JSON array with one array per job (enqueue_many's columns,
+-- then depends_on and waiting). A job with parents is stored waiting for them (waiting > 0,
+-- due_at NULL: no claim sees it); workflow_seq keeps the order they were given in. The edges
+-- follow in the same transaction (enqueue_workflow_edges).
+INSERT INTO {table} (
+    id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
+    trace_context, keep_until, created_at, stalls, max_stalls, priority, workflow_id,
+    workflow_seq, depends_on, waiting
+)
+SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
+    COALESCE(value ->> 4, :now + (value ->> 5)),
+    CASE WHEN value ->> 12 = 0 THEN COALESCE(value ->> 4, :now + (value ->> 5)) END,
+    value ->> 6, NULL, value ->> 7, value ->> 8, :now, 0, value ->> 9, value ->> 10,
+    :workflow_id, key, value ->> 11, value ->> 12
+FROM json_each(:jobs);
+
+-- name: enqueue_workflow_edges
+-- :edges is a JSON array of [parent_id, child_id, proceed].
+INSERT INTO {edges} (parent_id, child_id, proceed)
+SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:edges);
+
+-- name: workflow_jobs
+SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress,
+    workflow_id, depends_on
+FROM {table}
+WHERE workflow_id = :workflow_id AND (expires_at IS NULL OR expires_at > :now)
+ORDER BY workflow_seq;
+
 
 -- name: complete_many
 -- complete for a batch: :jobs is a JSON array of [id, lease_token] pairs (each a job of its
@@ -172,7 +287,8 @@ RETURNING id, type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
 
@@ -197,7 +313,8 @@ RETURNING 1;
 -- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
 -- one past every row): a backward range scan of the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND type = coalesce(:type, type)
@@ -209,7 +326,8 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND (CASE WHEN state IN ('pending', 'active') THEN 'live' ELSE state END) = :listed
@@ -223,7 +341,8 @@ LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    depends_on
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > :now);
 
@@ -234,12 +353,15 @@ WHERE state IN (SELECT value FROM json_each(:states)) AND state <> 'active' AND 
     AND (:type IS NULL OR type = :type)
     AND (:older_than_ms IS NULL
         OR COALESCE(finished_at, created_at) <= :now - :older_than_ms)
-RETURNING 1;
+RETURNING id, type, CASE WHEN state = 'pending' THEN 'deleted' ELSE state END AS state,
+    workflow_id;
 
 -- name: delete_job
+-- state: "deleted" for a pending job (a workflow job's dependents settle with it).
 DELETE FROM {table}
 WHERE id = :id AND state <> 'active' AND (expires_at IS NULL OR expires_at > :now)
-RETURNING 1;
+RETURNING id, type, CASE WHEN state = 'pending' THEN 'deleted' ELSE state END AS state,
+    workflow_id;
 
 -- name: cancel_job
 -- A pending or active job becomes cancelled (finished); clearing its lease token refuses the
@@ -248,7 +370,7 @@ UPDATE {table} SET
     state = 'cancelled', lease_token = NULL, due_at = NULL, finished_at = :now,
     expires_at = max(:now + :retain_ms, COALESCE(keep_until, 0))
 WHERE id = :id AND state IN ('pending', 'active')
-RETURNING 1;
+RETURNING id, type, state, workflow_id;
 
 -- name: stats
 -- Per type: live jobs by state (pending split into due and scheduled), and how long the oldest

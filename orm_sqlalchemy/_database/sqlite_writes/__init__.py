@@ -38,7 +38,7 @@ SQLite's busy handler (``BUSY_TIMEOUT_MS``), as before; an in-memory database ha
 
 from .begin import attach_writer_gate, take_turn_at_begin
 from .commits import WATCH_INTERVAL_S, SQLiteCommits, sqlite_commits
-from .group_commit import SQLiteBackend
+from .group_commit import Script, SQLiteBackend
 from .process_lock import LOCK_SUFFIX, ProcessWriterLock, writer_lock_path
 from .turns import (
     GATE_ATTRIBUTE,
@@ -61,6 +61,7 @@ __all__ = [
     "WATCH_INTERVAL_S",
     "ProcessWriterLock",
     "SQLiteBackend",
+    "Script",
     "SQLiteCommits",
     "SQLiteWriterGate",
     "TurnSlot",

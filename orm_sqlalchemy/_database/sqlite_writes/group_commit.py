@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -23,9 +24,37 @@ from ..errors import store_error
 from ..statements import Statement
 from .turns import WriterTurns, waits_for_itself, writer_gate
 
-__all__ = ["SQLiteBackend"]
+__all__ = ["SQLiteBackend", "Script"]
 
-_Statement = tuple[Statement, dict[str, Any]]
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """Statements run in one transaction, each chosen from the rows of those before it (a
+    workflow job's settle: SQLite has no data-modifying CTEs). ``steps()`` yields
+    ``(statement, params)`` and is sent each one's rows; what it returns is the result."""
+
+    name: str
+    steps: Callable[[], Generator[tuple[Statement, dict[str, Any]], list[Row], list[Row]]]
+
+
+_Statement = tuple[Statement | Script, dict[str, Any]]
+
+
+async def _execute(
+    connection: Any, statement: Statement | Script, params: dict[str, Any]
+) -> list[Row]:
+    """Run a statement, or a script's statements one after another, on ``connection``."""
+    if isinstance(statement, Statement):
+        return list(await connection.execute_fetchall(statement.text, params))
+    steps = statement.steps()
+    try:
+        step, step_params = next(steps)
+        while True:
+            rows = list(await connection.execute_fetchall(step.text, step_params))
+            step, step_params = steps.send(rows)
+    except StopIteration as done:
+        result: list[Row] = done.value
+        return result
 
 
 class SQLiteBackend:
@@ -59,7 +88,7 @@ class SQLiteBackend:
             hold=None if self._gate is None else self._writer_turn,
         )
 
-    async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]:
+    async def fetch(self, statement: Statement | Script, params: dict[str, Any]) -> list[Row]:
         if self._connection is None:
             await self._connect()
         groups, gate = self._groups, self._gate
@@ -70,7 +99,7 @@ class SQLiteBackend:
                 "timeout; write the job in that transaction through the outbox "
                 "(outbox.append / outbox.append_in(session, ...)), or after it commits"
             )
-        if gate is not None and groups.go_alone():
+        if gate is not None and isinstance(statement, Statement) and groups.go_alone():
             turns = gate.try_acquire()
             if turns is not None:
                 try:
@@ -159,8 +188,7 @@ class SQLiteBackend:
             return [store_error(exc, self._name) for _ in group]
         try:
             results: list[list[Row] | Exception] = [
-                list(await connection.execute_fetchall(statement.text, params))
-                for statement, params in group
+                await _execute(connection, statement, params) for statement, params in group
             ]
             await connection.commit()
         except Exception:
@@ -171,10 +199,22 @@ class SQLiteBackend:
         return results
 
     async def _run_alone(
-        self, statement: Statement, params: dict[str, Any]
+        self, statement: Statement | Script, params: dict[str, Any]
     ) -> list[Row] | Exception:
+        connection = self._connection
         try:
-            return list(await self._connection.execute_fetchall(statement.text, params))
+            if isinstance(statement, Statement):
+                return list(await connection.execute_fetchall(statement.text, params))
+            await connection.execute_fetchall("BEGIN IMMEDIATE")  # a script: all or nothing
+            try:
+                rows = await _execute(connection, statement, params)
+                await connection.commit()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    if connection.in_transaction:
+                        await connection.rollback()
+                raise
+            return rows
         except Exception as exc:
             return store_error(exc, self._name)
 

@@ -88,3 +88,4 @@ class StoreHarness:
             await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}workers"')
             await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}audit"')
             await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}counters"')
+            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}edges"')

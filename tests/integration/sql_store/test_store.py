@@ -84,6 +84,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     await harness.sql(f'DROP TABLE "{harness.prefix}workers"')
     await harness.sql(f'DROP TABLE "{harness.prefix}audit"')
     await harness.sql(f'DROP TABLE "{harness.prefix}counters"')
+    await harness.sql(f'DROP TABLE "{harness.prefix}edges"')
     await harness.sql("ALTER TABLE {table} DROP COLUMN errors")
 
     unmigrated = harness.store(create_tables=False)
@@ -97,7 +98,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     store = harness.store()
     await store.create_schema()  # adds the column, the indexes, the worker registry, the trail
     tables, indexes = await listed_names(harness)
-    later = {f"{harness.prefix}{name}" for name in ("workers", "audit", "counters")}
+    later = {f"{harness.prefix}{name}" for name in ("workers", "audit", "counters", "edges")}
     assert tables == {harness.table, *later}
     assert listing_indexes <= indexes
     page = await store.list_jobs(state="pending")
@@ -250,7 +251,10 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
         f"ix_{harness.table}_expires",
         f"ix_{harness.table}_created",
         f"ix_{harness.table}_by_state",
+        f"ix_{harness.table}_workflow",
     }
+    assert schema.edges.name == f"{harness.prefix}edges"
+    assert f"{harness.prefix}edges" in app_metadata.tables
     assert schema.workers.name == f"{harness.prefix}workers"
     assert f"{harness.prefix}workers" in app_metadata.tables
     with pytest.raises(ValueError, match="table_prefix"):

@@ -1,0 +1,224 @@
+"""Workflows on the SQL job store, where the conformance suite (``WorkflowConformance``) cannot
+reach: parents settling at once from two stores, a lease that expired too often, the inbox's
+completion in the app's transaction, the prune's sweep, the edges left behind, the upgrade of
+a table made before workflows, and the plain job's hot path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from jobs.errors import DriverError
+from jobs.spi import JobRequest, WorkflowJob, workflow_cancelled_error
+from jobs.testing.helpers import ALL, LEASE_MS, info_of
+from jobs.testing.requests import new_request
+from orm_sqlalchemy.engine import create_engine
+from orm_sqlalchemy.store import SQLAlchemyJobStore
+
+from .support import StoreHarness
+
+ROUNDS = 12
+
+
+def _named(name: str, **fields: object) -> JobRequest:
+    return new_request(payload={"name": name}, **fields)
+
+
+async def _group_with_callback(
+    store: SQLAlchemyJobStore, workflow_id: str, parents: int
+) -> tuple[list[str], str]:
+    """``parents`` jobs, then one that runs after all of them; (the parents' ids, its id)."""
+    requests = [_named(f"p{index}") for index in range(parents)]
+    callback = _named("callback")
+    await store.enqueue_workflow(
+        workflow_id,
+        [
+            *(WorkflowJob(request=request) for request in requests),
+            WorkflowJob(request=callback, depends_on=tuple(request.id for request in requests)),
+        ],
+    )
+    return [request.id for request in requests], callback.id
+
+
+async def _edges(harness: StoreHarness) -> int:
+    rows = await harness.sql(f'SELECT count(*) FROM "{harness.prefix}edges"')
+    return int(rows[0][0])
+
+
+async def test_two_parents_settling_at_once_from_two_stores_release_the_child_once(
+    pg_harness: StoreHarness,
+) -> None:
+    """Each parent's settle is its own transaction on its own connection: they meet on the
+    child's row, and the second counts down from what the first left (never both at 1)."""
+    first, second = pg_harness.store(), pg_harness.store()
+    await first.create_schema()
+    for round_ in range(ROUNDS):
+        parents, callback = await _group_with_callback(first, f"wf-{round_}", 2)
+        claimed = {job.id: job for job in await first.claim(10, LEASE_MS, ALL)}
+        assert set(claimed) == set(parents)
+        settled = await asyncio.gather(
+            first.complete(parents[0], claimed[parents[0]].lease_token),
+            second.complete(parents[1], claimed[parents[1]].lease_token),
+        )
+        assert settled == [True, True]
+        (job,) = await first.claim(10, LEASE_MS, ALL)
+        assert job.id == callback
+        assert set(job.depends_on) == set(parents)
+        assert await first.claim(10, LEASE_MS, ALL) == []
+        assert await first.complete(job.id, job.lease_token)
+    assert await _edges(pg_harness) == 0
+
+
+async def test_a_parent_failing_while_another_completes_cancels_the_child_once(
+    pg_harness: StoreHarness,
+) -> None:
+    first, second = pg_harness.store(), pg_harness.store()
+    await first.create_schema()
+    for round_ in range(ROUNDS):
+        parents, callback = await _group_with_callback(first, f"wf-{round_}", 2)
+        claimed = {job.id: job for job in await first.claim(10, LEASE_MS, ALL)}
+        await asyncio.gather(
+            first.fail(parents[0], claimed[parents[0]].lease_token, error="E: no"),
+            second.complete(parents[1], claimed[parents[1]].lease_token),
+        )
+        info = await info_of(first, callback)
+        assert info.state == "cancelled"
+        assert info.last_error == workflow_cancelled_error(parents[0], "t", "failed")
+        assert len(info.errors) == 1
+        assert await first.claim(10, LEASE_MS, ALL) == []
+    assert await _edges(pg_harness) == 0
+
+
+async def test_a_plain_jobs_lease_token_is_unmarked_and_a_workflow_jobs_marked(
+    harness: StoreHarness,
+) -> None:
+    """The mark picks the settle statement: a plain job's complete stays the one statement it
+    was (``finish``); only a workflow job's settles dependents."""
+    store = harness.store()
+    plain = await store.enqueue(new_request())
+    parents, _ = await _group_with_callback(store, "wf", 1)
+    tokens = {job.id: job.lease_token for job in await store.claim(10, LEASE_MS, ALL)}
+    assert "w" not in tokens[plain]
+    assert "w" in tokens[parents[0]]
+
+
+async def test_a_workflow_job_failed_by_the_claim_for_stalling_cancels_its_dependents(
+    harness: StoreHarness,
+) -> None:
+    store = harness.store()
+    parent = _named("parent", max_stalls=0)
+    child, after = _named("child"), _named("after")
+    await store.enqueue_workflow(
+        "wf",
+        [
+            WorkflowJob(request=parent),
+            WorkflowJob(request=child, depends_on=(parent.id,)),
+            WorkflowJob(request=after, depends_on=(parent.id,), continue_after=(parent.id,)),
+        ],
+    )
+    assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [parent.id]
+    harness.clock.advance(LEASE_MS + 1)  # the lease expires: its one stall too many
+    assert await store.claim(10, LEASE_MS, ALL) == []  # fails it, then settles its dependents
+    assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [after.id]
+    assert (await info_of(store, parent.id)).state == "failed"
+    info = await info_of(store, child.id)
+    assert info.state == "cancelled"
+    assert info.last_error == workflow_cancelled_error(parent.id, "t", "failed")
+    assert await _edges(harness) == 0
+
+
+async def test_the_prune_sweep_settles_a_parent_a_crash_left_unsettled(
+    harness: StoreHarness,
+) -> None:
+    """A parent finished behind the store's back (as after a crash between a claim that failed
+    it and the statement after): the prune's sweep settles its dependents."""
+    store = harness.store()
+    parents, callback = await _group_with_callback(store, "wf", 1)
+    await harness.sql("UPDATE {table} SET state = 'completed', due_at = NULL WHERE id = :id",
+                      id=parents[0])  # fmt: skip
+    assert await store.claim(10, LEASE_MS, ALL) == []
+    await store.prune()
+    assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [callback]
+    assert await _edges(harness) == 0
+
+
+async def test_purging_pending_parents_cancels_their_dependents(harness: StoreHarness) -> None:
+    store = harness.store()
+    parents = [_named("p1"), _named("p2")]
+    callback = new_request("other", payload={"name": "callback"})
+    await store.enqueue_workflow(
+        "wf",
+        [
+            *(WorkflowJob(request=parent) for parent in parents),
+            WorkflowJob(request=callback, depends_on=tuple(parent.id for parent in parents)),
+        ],
+    )
+    assert await store.purge(["pending"], job_type="t") == 2
+    info = await info_of(store, callback.id)
+    assert info.state == "cancelled"
+    assert info.last_error is not None
+    assert "ended deleted" in info.last_error
+    assert await _edges(harness) == 0
+
+
+async def test_completing_in_the_apps_transaction_releases_the_child_with_it(
+    harness: StoreHarness,
+) -> None:
+    """The inbox's ``complete_in``: the child comes due when the app's transaction commits,
+    and not when it rolls back."""
+    store = harness.store()
+    parents, callback = await _group_with_callback(store, "wf", 1)
+    (job,) = await store.claim(10, LEASE_MS, ALL)
+    engine = create_engine(harness.url)
+    try:
+        async with engine.connect() as connection:
+            transaction = await connection.begin()
+            assert await store.complete_in(connection, job.id, job.lease_token, '"r"')
+            await transaction.rollback()
+        assert await store.claim(10, LEASE_MS, ALL) == []
+        async with engine.begin() as connection:
+            assert await store.complete_in(connection, job.id, job.lease_token, '"r"')
+    finally:
+        await engine.dispose()
+    (child,) = await store.claim(10, LEASE_MS, ALL)
+    assert child.id == callback
+    assert (await info_of(store, parents[0])).result == "r"
+
+
+async def test_a_table_made_before_workflows_is_upgraded_by_create_schema(
+    harness: StoreHarness,
+) -> None:
+    old = harness.store()
+    before = await old.enqueue(new_request())
+    await old.close()
+    await harness.sql(f'DROP TABLE "{harness.prefix}edges"')
+    await harness.sql(f'DROP INDEX "ix_{harness.table}_workflow"')
+    for column in ("workflow_id", "workflow_seq", "depends_on", "waiting"):
+        await harness.sql(f"ALTER TABLE {{table}} DROP COLUMN {column}")
+    store = harness.store()
+    await store.create_schema()
+    info = await info_of(store, before)
+    assert (info.workflow_id, info.depends_on) == (None, ())
+    parents, callback = await _group_with_callback(store, "wf", 1)
+    (job,) = [job for job in await store.claim(10, LEASE_MS, ALL) if job.id != before]
+    assert job.id == parents[0]
+    assert await store.complete(job.id, job.lease_token)
+    assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [callback]
+
+
+async def test_a_workflow_refused_by_the_database_stores_nothing(harness: StoreHarness) -> None:
+    """A job id that exists already fails the whole workflow (one transaction)."""
+    store = harness.store()
+    taken = await store.enqueue(new_request())
+    assert taken is not None
+    first = _named("first")
+    clash = JobRequest(id=taken, type="t", payload=json.dumps({"name": "clash"}), max_attempts=3)
+    with pytest.raises(DriverError):
+        await store.enqueue_workflow(
+            "wf", [WorkflowJob(request=first), WorkflowJob(request=clash, depends_on=(first.id,))]
+        )
+    assert await store.get_job(first.id) is None
+    assert await store.workflow_jobs("wf") == []
+    assert await _edges(harness) == 0
