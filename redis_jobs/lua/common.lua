@@ -750,6 +750,14 @@ local function workflow_apply(plan, now, retain, margin)
   end
 end
 
+-- A record deleted by the call (purge): a later check of the call reads it anew (gone), so no
+-- dependent's plan made before is written onto its key again.
+local function workflow_forget(id)
+  if workflow_children ~= nil then
+    workflow_children[id] = nil
+  end
+end
+
 -- A finished workflow job is pending again (requeue): its workflow counts it open, and keeps
 -- its key without an expiry. Its dependents were released or cancelled when it ended: a
 -- parent still to end does not count it (waiting 0). The check reads the workflow's key.
