@@ -579,6 +579,7 @@ local function remember(journal, target)
     journal[target] = copy
   end
 end
+
 -- The checks of the end of workflow job `id` (record at key; job as loaded, with its
 -- 'workflow'), which ended `ended` ('completed', 'failed', 'cancelled' or 'deleted'), having
 -- been pending or active if `unfinished`: each dependent waits for one parent less (due at
