@@ -4,6 +4,7 @@ record untouched by any of it."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import pytest
@@ -316,3 +317,24 @@ async def test_a_workflow_key_of_the_wrong_type_is_refused_before_any_write(
         with pytest.raises(RedisScriptError):
             await settle()
         assert await namespace_snapshot(admin, driver.namespace) == before
+
+
+async def test_one_purge_of_a_dependent_and_its_parents_leaves_no_trace_of_it(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    """One purge call deletes a parent (its dependent on a continue edge then waits for one
+    parent less), the dependent, then the other parent: the dependent stays deleted. The ids
+    set the order (the pending index lists jobs of one created_at by id)."""
+    driver = harness.redis_driver()
+    p1, callback, p2 = (replace(new_request(), id=f"{n}-{uuid.uuid4().hex}") for n in range(3))
+    both = (p1, p2)
+    await driver.enqueue_workflow(
+        "wf", [step(p1), step(p2), step(callback, *both, continue_after=both)]
+    )
+    listed = await admin.zrange(driver.keys.state("pending"), 0, -1)
+    assert listed == [job.id.encode() for job in (p1, callback, p2)]
+    assert await driver.purge(["pending"]) == 3  # one call: one chunk
+    for job in (p1, p2, callback):
+        assert not await admin.exists(driver.keys.job(job.id))
+    assert await admin.zrange(driver.keys.ready("t"), 0, -1) == []
+    assert await workflow_keys(admin, driver) == []
