@@ -25,6 +25,7 @@ from jobs import (
     ManualClock,
     job_handler,
 )
+from jobs.audit import Actor
 
 XSS = '<script>window.__xss = "ran"</script><img src=x onerror="window.__xss = \'ran\'">'
 
@@ -111,7 +112,7 @@ async def populate(queue: JobQueue, *, emails: int = 24) -> dict[str, str]:
     ids["cancelled"] = _id(
         await queue.enqueue("email.send", {"to": "nobody@example.com"}, delay_ms=3_600_000)
     )
-    await queue.cancel(ids["cancelled"])
+    await queue.cancel(ids["cancelled"], actor=Actor("ann@ops-1", "dashboard"))
     return ids
 
 

@@ -238,7 +238,8 @@ async def test_mounted_under_a_prefix_in_a_fastapi_app(
     assert info.state == "cancelled"
 
 
-async def test_screenshots_of_the_overview_and_a_failed_job(browser: Any, tmp_path: Path) -> None:
+async def test_screenshots_of_the_dashboards_pages(browser: Any, tmp_path: Path) -> None:
+    """The overview, a failed job, the Outbox page and the audit trail render (the docs' images)."""
     for path in await capture(browser, tmp_path):
         assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         assert path.stat().st_size > 20_000  # a rendered page, not a blank one
