@@ -25,6 +25,7 @@ from .outbox_cost import PRODUCERS, outbox_cost
 from .redis_cpu import redis_cpu_rows
 from .scenarios import drain_rate, enqueue_rate, start_latency
 from .sync_enqueue import sync_enqueue_rows
+from .workflows import chain_latency, enqueue_costs
 
 
 def _fmt(samples: list[float], digits: int) -> str:
@@ -68,6 +69,11 @@ async def main(argv: list[str]) -> int:
         help="drivers for the claim-cost rows with priorities (comma-separated)",
     )
     parser.add_argument("--claim-jobs", type=int, default=100_000)
+    parser.add_argument(
+        "--workflows",
+        default="inprocess,sqlite,postgres,redis",
+        help="drivers for the workflow rows (comma-separated)",
+    )
     parser.add_argument(
         "--load",
         default="drain,bulk,single,sync,outbox,redis-cpu",
@@ -114,6 +120,7 @@ async def main(argv: list[str]) -> int:
     await _inbox_cost(args.runs, args.inbox_jobs)
     await _listing(args.listing, args.listing_jobs)
     await _claim_cost(args.claim, args.claim_jobs, args.runs)
+    await _workflows(args.workflows, args.runs)
     await _under_load(args)
     return 0
 
@@ -222,6 +229,42 @@ async def _claim_cost(drivers: str, total: int, runs: int) -> None:
             f"{_fmt(small, 3)} |",
             flush=True,
         )
+
+
+async def _workflows(drivers: str, runs: int) -> None:
+    print(
+        "\nWorkflows: enqueue of a group of 100 with its callback and of a 10-step chain (one "
+        "enqueue_workflow, median of 20) beside enqueue_many of as many plain jobs; a 3-step "
+        "chain from enqueue to its last step's start beside the steps chained by hand (each "
+        "handler enqueues the next; median of 50); median [min-max] of runs\n"
+    )
+    print(
+        "| driver | group+callback ms | 101 plain ms | ratio | 10-chain ms | 10 plain ms | ratio "
+        "| 3-chain start ms | by hand ms | ratio |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in filter(None, drivers.split(",")):
+        factory = FACTORIES.get(name)
+        if factory is None:
+            print(f"| {name} | unknown driver; known: {', '.join(FACTORIES)} |")
+            continue
+        columns: list[list[float]] = [[] for _ in range(6)]
+        try:
+            for _ in range(runs):
+                async with factory() as driver:
+                    costs = await enqueue_costs(driver)
+                async with factory() as driver:
+                    latencies = await chain_latency(driver, 50)
+                for column, value in zip(columns, (*costs, *latencies), strict=True):
+                    column.append(value)
+        except Exception as exc:
+            print(f"| {name} | unavailable: {type(exc).__name__}: {exc} |")
+            continue
+        cells = [name]
+        for first, second in zip(columns[::2], columns[1::2], strict=True):
+            ratio = statistics.median(first) / statistics.median(second)
+            cells += [_fmt(first, 2), _fmt(second, 2), f"{ratio:.2f}"]
+        print("| " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

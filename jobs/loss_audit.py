@@ -48,8 +48,13 @@ from loguru import logger
 from .clock import Clock, to_datetime, to_epoch_ms
 from .metrics import record_audit
 from .settings import JobsSettings
-from .spi.driver import JobDriver
-from .spi.outbox_audit import OutboxAuditReads, PublishedEntry
+from .spi.driver import JobDriver, WorkflowStore
+from .spi.outbox_audit import (
+    WORKFLOW_ENTRY_TYPE,
+    OutboxAuditReads,
+    PublishedEntry,
+    outbox_workflow_id,
+)
 from .spi.records import JobInfo, JobTypeStats
 
 __all__ = ["AuditFinding", "AuditReport", "AuditSLOs", "LossAuditor"]
@@ -336,7 +341,7 @@ class LossAuditor:
         """Look up the job of each entry published since the last pass (and of those found
         missing before); how many were looked up, and whether more wait."""
         for entry_id, (entry, _) in list(self._missing.items()):
-            if await self._driver.find_job(entry.job_key) is not None:
+            if await self._handed_over(entry):
                 del self._missing[entry_id]
         start = now - self._slos.lookback_ms
         mark = self._mark if self._mark is not None and self._mark[0] >= start else (start, "")
@@ -350,12 +355,20 @@ class LossAuditor:
         limit = self._slos.max_entries
         entries = await outbox.published_entries(after_ms=mark[0], after_id=mark[1], limit=limit)
         for entry in entries:
-            if await self._driver.find_job(entry.job_key) is None:
+            if not await self._handed_over(entry):
                 self._lost(entry, now)
         if entries:
             mark = (entries[-1].published_at_ms, entries[-1].id)
         self._mark = mark
         return len(entries), len(entries) == limit
+
+    async def _handed_over(self, entry: PublishedEntry) -> bool:
+        """Whether the job the entry became is stored: its key's, or for a workflow's entry
+        (``append_workflow``) any job of the workflow it became."""
+        driver = self._driver
+        if entry.type == WORKFLOW_ENTRY_TYPE and isinstance(driver, WorkflowStore):
+            return bool(await driver.workflow_jobs(outbox_workflow_id(entry.id)))
+        return await driver.find_job(entry.job_key) is not None
 
     def _lost(self, entry: PublishedEntry, now: int) -> None:
         if len(self._missing) >= self._slos.max_entries:

@@ -41,12 +41,13 @@ from .clock import to_datetime
 from .failures import FailureStreak
 from .metrics import record_published, record_published_batch, watch_outbox
 from .new_job import NewJob
+from .outbox_workflows import publish_workflow
 from .queue import JobQueue
 from .relay_presence import DEFAULT_PRESENCE_INTERVAL_MS, RelayPresence
 from .retry import Backoff, exponential_backoff
 from .service import BackgroundService
 from .spi.outbox import OutboxPublisher, OutboxStore
-from .spi.outbox_audit import outbox_job_key
+from .spi.outbox_audit import WORKFLOW_ENTRY_TYPE, outbox_job_key
 from .spi.records import OutboxEntry
 from .telemetry import (
     current,
@@ -319,13 +320,18 @@ class JobOutboxPublisher:
     """Publishes an entry as a job, keyed ``outbox:<entry id>`` (or the entry's own key).
 
     A relay that crashed after publishing and before marking hands the entry over again; the
-    key makes the queue drop the repeat, so the job runs once.
+    key makes the queue drop the repeat, so the job runs once. An entry holding a workflow
+    (``WORKFLOW_ENTRY_TYPE``, ``append_workflow``) is stored as that workflow, once
+    (``jobs.outbox_workflows``).
     """
 
     def __init__(self, queue: JobQueue) -> None:
         self._queue = queue
 
     async def publish(self, entry: OutboxEntry) -> None:
+        if entry.type == WORKFLOW_ENTRY_TYPE:
+            await publish_workflow(self._queue, entry)
+            return
         run_at, delay_ms = _due(entry)
         await self._queue.enqueue(
             entry.type,
@@ -339,9 +345,13 @@ class JobOutboxPublisher:
         )
 
     async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
-        """Enqueue the batch in one driver call (``JobQueue.enqueue_many``), each entry keyed."""
+        """Enqueue the batch in one driver call (``JobQueue.enqueue_many``), each entry keyed;
+        a workflow's entry on its own (``publish``), after the batch."""
         jobs = []
+        workflows = [entry for entry in entries if entry.type == WORKFLOW_ENTRY_TYPE]
         for entry in entries:
+            if entry.type == WORKFLOW_ENTRY_TYPE:
+                continue
             run_at, delay_ms = _due(entry)
             jobs.append(
                 NewJob(
@@ -356,7 +366,10 @@ class JobOutboxPublisher:
                     queue=entry.queue,
                 )
             )
-        await self._queue.enqueue_many(jobs)
+        if jobs:
+            await self._queue.enqueue_many(jobs)
+        for entry in workflows:
+            await publish_workflow(self._queue, entry)
 
 
 def _due(entry: OutboxEntry) -> tuple[datetime | None, int | None]:

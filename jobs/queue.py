@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -67,6 +69,16 @@ M = TypeVar("M", bound=BaseModel)
 def new_job_id() -> str:
     """32 hex characters: milliseconds since the epoch, then 80 random bits (sorts by time)."""
     return _id_stamp() + os.urandom(10).hex()
+
+
+def workflow_job_id(workflow_id: str, index: int) -> str:
+    """The id of the ``index``-th job of a workflow stored under a given id (``enqueue_workflow``
+    with ``workflow_id``): the same every time, so a second store of it is refused."""
+    return uuid.uuid5(_WORKFLOW_JOBS, f"{workflow_id}/{index}").hex
+
+
+_WORKFLOW_JOBS = uuid.UUID("5d4c1ad2-7b9e-4f0a-9a53-2f7c0e51b6a1")
+"""The namespace of ``workflow_job_id``'s name-based (version 5) ids."""
 
 
 def new_job_ids(count: int) -> list[str]:
@@ -279,17 +291,26 @@ class JobQueue:
         record_enqueued_batch(requests, ids)
         return ids
 
-    async def enqueue_workflow(self, workflow: Workflow) -> str:
+    async def enqueue_workflow(self, workflow: Workflow, *, workflow_id: str | None = None) -> str:
         """Store every job of ``workflow`` (``jobs.workflow``) in one driver call, all or
         nothing; the workflow's id (``JobInfo.workflow_id`` of each job).
 
         Checked whole before any I/O: WorkflowError for a cycle, an unknown parent or a keyed
         job, PayloadError naming the job's index for a bad payload. DriverError when the
         driver does not store workflows (``jobs.spi.WorkflowStore``).
+
+        ``workflow_id`` (the relay's for an outbox entry, ``jobs.spi.outbox_workflow_id``)
+        names it instead of a new id, and each job's id derives from it and the job's place:
+        storing it a second time is refused by the driver (the ids exist), never done twice.
         """
         steps = workflow.steps()
         driver = self._workflow_store()
         requests = self._build_batch([step.job for step in steps])
+        if workflow_id is not None:
+            requests = [
+                replace(request, id=workflow_job_id(workflow_id, index))
+                for index, request in enumerate(requests)
+            ]
         jobs = []
         for step, request in zip(steps, requests, strict=True):
             parents = tuple(requests[index].id for index in step.after)
@@ -300,7 +321,7 @@ class JobQueue:
                     continue_after=parents if step.on_failure == "continue" else (),
                 )
             )
-        workflow_id = new_job_id()
+        workflow_id = new_job_id() if workflow_id is None else workflow_id
         await driver.enqueue_workflow(workflow_id, jobs)
         return workflow_id
 

@@ -70,7 +70,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from loguru import logger
 from pydantic import BaseModel
@@ -82,6 +82,7 @@ from sqlalchemy.orm import Session
 from jobs.errors import DriverError, JobOptionError
 from jobs.spi import (
     OUTBOX_ENTRY_STATES,
+    WORKFLOW_ENTRY_TYPE,
     OutboxEntry,
     OutboxEntryInfo,
     OutboxEntryPage,
@@ -102,6 +103,7 @@ from jobs.spi.support import (
     check_priority,
     check_queue,
     check_run_at,
+    check_timeout_ms,
     current_traceparent,
     encode_payload,
     redact_url,
@@ -139,6 +141,14 @@ __all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "SQLAlchemyOutboxStore"]
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 _LISTEN_RETRY_S = 5.0
 M = TypeVar("M", bound=BaseModel)
+
+
+class WorkflowSteps(Protocol):
+    """What ``append_workflow`` reads of a ``jobs.workflow.Workflow`` (a driver package does not
+    import the engine's modules): its steps, each a ``job`` (``NewJob``), the indexes of the
+    steps it runs ``after`` and its ``on_failure``."""
+
+    def steps(self) -> Sequence[Any]: ...
 PRUNE_BATCH = 1_000
 """At most this many published entries are deleted by one ``prune()``."""
 _PG_CONNECTIONS = 4
@@ -386,6 +396,60 @@ class SQLAlchemyOutboxStore:
             priority=priority,
             queue=queue,
         )
+        return await self._insert(params)
+
+    async def append_workflow(
+        self, workflow: WorkflowSteps, *, key: str | None = None
+    ) -> str | None:
+        """Write ``workflow`` (``jobs.workflow``: ``chain``, ``group``, ``Workflow``) through the
+        caller's open transaction as one entry (``jobs.spi.WORKFLOW_ENTRY_TYPE``); its id, or
+        None when an entry with ``key`` is already in the outbox. The relay hands it over as
+        one ``enqueue_workflow`` under the entry's workflow id (``outbox_workflow_id``), so the
+        workflow exists if and only if the transaction committed, and once.
+
+        Checked whole before anything is written: WorkflowError for an empty workflow, a cycle
+        or a keyed job; each job's type, payload and options as ``append`` checks them. Each
+        job's ``delay_ms`` counts from the hand-over (``run_at`` is absolute); the whole
+        workflow's JSON is bounded by ``max_payload_bytes``.
+        """
+        jobs = []
+        for step in workflow.steps():
+            job = step.job
+            checked = self._entry(
+                job.type,
+                job.payload,
+                key=None,
+                delay_ms=job.delay_ms,
+                run_at=job.run_at,
+                max_attempts=job.max_attempts,
+                priority=job.priority,
+            )
+            timeout_ms = job.timeout_ms
+            jobs.append(
+                {
+                    "type": checked["type"],
+                    "payload": json.loads(checked["payload"]),
+                    "after": list(step.after),
+                    "on_failure": step.on_failure,
+                    "delay_ms": checked["delay_ms"],
+                    "run_at_ms": checked["run_at"],
+                    "max_attempts": checked["max_attempts"],
+                    "priority": checked["priority"],
+                    "timeout_ms": None if timeout_ms is None else check_timeout_ms(timeout_ms),
+                }
+            )
+        params = self._entry(
+            WORKFLOW_ENTRY_TYPE,
+            {"jobs": jobs},
+            key=key,
+            delay_ms=None,
+            run_at=None,
+            max_attempts=None,
+        )
+        return await self._insert(params)
+
+    async def _insert(self, params: dict[str, Any]) -> str | None:
+        """Insert a checked entry (``_entry``) through the caller's open transaction."""
         session = self._tm.session
         if not self._schema_ready:
             await self._ensure_schema(await session.connection())

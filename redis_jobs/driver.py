@@ -49,6 +49,10 @@ prefix it is given in KEYS, under the same tag, so they are in the same slot. Af
 the client reaches the new primary (Cluster: MOVED and a slot-map refresh; Sentinel: a fresh
 discovery) and the driver logs one line naming it.
 
+Workflows (``jobs.spi.WorkflowStore``, ``workflows``): ``enqueue_workflow`` stores a DAG in one
+script; a job waiting for parents is pending in no ready zset, and the script that ends a parent
+releases or cancels its dependents (see the workflow helpers in ``lua/common.lua``).
+
 Durability: with ``replicas=N`` every acknowledged write (enqueue, complete, fail, retry) is
 followed by ``WAIT N replica_timeout_ms`` in the same round trip and raises
 ``ReplicationTimeoutError`` (a StoreUnavailableError) unless N replicas have it. Claims and

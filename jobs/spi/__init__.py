@@ -28,7 +28,13 @@ from .inbox import (
     SyncJobInbox,
 )
 from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
-from .outbox_audit import OutboxAuditReads, OverdueEntry, PublishedEntry
+from .outbox_audit import (
+    WORKFLOW_ENTRY_TYPE,
+    OutboxAuditReads,
+    OverdueEntry,
+    PublishedEntry,
+    outbox_workflow_id,
+)
 from .records import (
     AUDIT_KEEP_MS,
     AUDIT_MAX_ENTRIES,
@@ -117,6 +123,8 @@ __all__ = [
     "OutboxAuditReads",
     "OverdueEntry",
     "PublishedEntry",
+    "WORKFLOW_ENTRY_TYPE",
+    "outbox_workflow_id",
     "OutboxOperations",
     "OutboxStats",
     "RelayRegistration",

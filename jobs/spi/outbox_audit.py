@@ -12,7 +12,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-__all__ = ["OutboxAuditReads", "OverdueEntry", "PublishedEntry", "outbox_job_key"]
+__all__ = [
+    "WORKFLOW_ENTRY_TYPE",
+    "OutboxAuditReads",
+    "OverdueEntry",
+    "PublishedEntry",
+    "outbox_job_key",
+    "outbox_workflow_id",
+]
+
+WORKFLOW_ENTRY_TYPE = "neverlost.workflow"
+"""The type of an outbox entry holding a whole workflow (``append_workflow``), which the relay
+hands over as one ``enqueue_workflow``. Its payload: ``{"jobs": [...]}``, one object per job in
+the workflow's order (parents first): ``type``, ``payload``, ``after`` (the indexes of its
+parents), ``on_failure`` ("cancel" or "continue"), and ``delay_ms``, ``run_at_ms``,
+``max_attempts``, ``priority``, ``timeout_ms`` (each None when not given)."""
+
+
+def outbox_workflow_id(entry_id: str) -> str:
+    """The id of the workflow an entry of ``WORKFLOW_ENTRY_TYPE`` becomes: one per entry (its
+    jobs' ids derive from it), so a second hand-over of the entry finds it stored."""
+    return f"outbox:{entry_id}"
 
 
 def outbox_job_key(entry_id: str, key: str | None) -> str:

@@ -2,7 +2,8 @@
 reaches into the engine's modules (and those modules may move without breaking drivers).
 
 - options: the engine's checks of a job's options (``jobs.options``): ``check_delay_ms``,
-  ``check_run_at``, ``check_max_attempts``, ``check_priority`` (an outbox store's ``append``), and
+  ``check_run_at``, ``check_max_attempts``, ``check_priority`` (an outbox store's ``append``),
+  ``check_timeout_ms`` (its ``append_workflow``), and
   ``check_request``, a driver's second line of defence for a request that did not come
   through a queue;
 - ``stalled_error_parts``: the text of ``stalled_error`` around its two numbers, for a store
@@ -49,6 +50,7 @@ from ..options import (
     check_queue,
     check_request,
     check_run_at,
+    check_timeout_ms,
 )
 from ..payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
 from ..redaction import redact_url
@@ -76,6 +78,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "MAX_QUEUE_LENGTH",
     "check_request",
+    "check_timeout_ms",
     # stalls
     "stalled_error_parts",
     # payloads and names

@@ -579,6 +579,7 @@ local function remember(journal, target)
     journal[target] = copy
   end
 end
+
 -- The checks of the end of workflow job `id` (record at key; job as loaded, with its
 -- 'workflow'), which ended `ended` ('completed', 'failed', 'cancelled' or 'deleted'), having
 -- been pending or active if `unfinished`: each dependent waits for one parent less (due at
@@ -714,10 +715,15 @@ local function workflow_apply(plan, now, retain, margin)
   end
   local c = {now = now, now_text = int(now), retain = retain, margin = margin,
     finished = plan.ns .. 'cancelled', sp = plan.sp}
+  local cancelled = false
   for _, child in ipairs(plan.children) do
     if child.dirty then  -- else an earlier plan of the call wrote it as it stands
       write_dependent(plan, child, now, c)
+      cancelled = cancelled or child.cancel ~= nil
     end
+  end
+  if cancelled then  -- as cancel.lua does: cancelled jobs past retention leave the indexes
+    prune_ended(c.finished, 'cancelled', plan.sp, plan.ns .. 'types', now)
   end
   local open = plan.open
   if not open.dirty then
@@ -742,6 +748,14 @@ local function workflow_apply(plan, now, retain, margin)
     redis.call('DEL', plan.wf)
   else
     redis.call('PEXPIRE', plan.wf, longest)
+  end
+end
+
+-- A record deleted by the call (purge): a later check of the call reads it anew (gone), so no
+-- dependent's plan made before is written onto its key again.
+local function workflow_forget(id)
+  if workflow_children ~= nil then
+    workflow_children[id] = nil
   end
 end
 

@@ -57,6 +57,7 @@ end
 
 local function apply(_, _, plan)
   redis.call('DEL', plan.key)
+  workflow_forget(plan.id)
   if plan.index_held then
     redis.call('DEL', plan.index)
   end

@@ -16,7 +16,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from jobs import JobOutboxPublisher, JobQueue, ManualClock
 from jobs.loss_audit import AuditReport, AuditSLOs, LossAuditor
 from jobs.loss_audit_service import LossAuditService
-from jobs.spi import JobDriver, WorkerRegistration
+from jobs.new_job import NewJob
+from jobs.spi import JobDriver, WorkerRegistration, outbox_workflow_id
+from jobs.workflow import chain
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
 from tests.integration.outbox.conftest import OutboxHarness
 from tests.stores import StoreTarget
@@ -92,6 +94,22 @@ async def test_a_clean_store_passes(world: World) -> None:
     world.clock.advance(1_000)
     again = await auditor.check()  # the walk goes on from where it stopped
     assert (again.ok, again.entries_checked) == (True, 0)
+
+
+async def test_a_published_workflow_entry_is_found_by_its_workflow(world: World) -> None:
+    """An ``append_workflow`` entry becomes unkeyed jobs: the auditor looks for its workflow
+    (``outbox_workflow_id``), not a job holding the entry's key."""
+    async with world.tm.transaction():
+        entry_id = await world.outbox.append_workflow(
+            chain(NewJob(type="audit.step", payload={}), NewJob(type="audit.step", payload={}))
+        )
+    await world.publish()
+    assert entry_id is not None
+    assert await world.queue.get_workflow(outbox_workflow_id(entry_id)) is not None
+    world.clock.advance(1_000)
+    report = await world.auditor().check()
+    assert report.findings == []
+    assert report.entries_checked == 1
 
 
 async def test_a_published_entry_whose_job_is_gone_is_reported_every_pass(

@@ -188,7 +188,10 @@ RETURNING 1;
 -- row one after the other (the row lock; READ COMMITTED re-reads the row it waited for), so
 -- waiting - n is computed from the other's result: never both at 1, never released twice.
 -- A row the statement settles itself (a purge deleting a parent and its child) is left to it:
--- one statement must not write a row twice.
+-- one statement must not write a row twice. locked: every dependent either update may write,
+-- locked in id order before both (each reads it), so that two settles sharing dependents take
+-- their locks in one order and never wait for each other in a circle (a deadlock, one of the
+-- two failed after deadlock_timeout).
 doomed(id, type, cause_id, cause_type, cause_state) AS (
     SELECT CAST(c.id AS text), CAST(c.type AS text), CAST(s.id AS text), CAST(s.type AS text),
         CAST(s.state AS text)
@@ -203,6 +206,15 @@ doomed(id, type, cause_id, cause_type, cause_state) AS (
     JOIN {edges} AS e ON e.parent_id = d.id
     JOIN {table} AS c ON c.id = e.child_id
     WHERE e.proceed = 0 AND c.state = 'pending' AND c.id NOT IN (SELECT id FROM settled)
+),
+locked AS (
+    SELECT j.id FROM {table} AS j
+    WHERE j.id IN (
+        SELECT e.child_id FROM {edges} AS e
+        WHERE e.parent_id IN (SELECT id FROM settled UNION SELECT id FROM doomed)
+    ) AND j.id NOT IN (SELECT id FROM settled)
+    ORDER BY j.id
+    FOR UPDATE OF j
 ),
 cancelled AS (
     UPDATE {table} AS j SET
@@ -219,7 +231,7 @@ cancelled AS (
         FROM doomed
         ORDER BY id, cause_id
     ) AS d
-    WHERE j.id = d.id AND j.state = 'pending'
+    WHERE j.id = d.id AND j.state = 'pending' AND j.id IN (SELECT id FROM locked)
     RETURNING j.id
 ),
 unlinked AS (
@@ -242,6 +254,7 @@ released AS (
         GROUP BY u.child_id
     ) AS u
     WHERE j.id = u.child_id AND j.state = 'pending' AND j.waiting > 0
+        AND j.id IN (SELECT id FROM locked)
     RETURNING j.id, j.type, j.due_at
 )
 
@@ -469,16 +482,20 @@ WITH RECURSIVE settled AS (
 {statement:workflow_outcome};
 
 -- name: stats
--- Per type: live jobs by state (pending split into due and scheduled), and how long the oldest
--- due job has been due. One pass over the live rows.
+-- Per type: live jobs by state (pending split into due and scheduled; a workflow's job waiting
+-- for its parents, due_at NULL, is neither), and how long the oldest due job has been due. One
+-- pass over the live rows.
 SELECT type,
-    sum(CASE WHEN state = 'pending' AND run_at <= {now} THEN 1 ELSE 0 END) AS due,
-    sum(CASE WHEN state = 'pending' AND run_at > {now} THEN 1 ELSE 0 END) AS scheduled,
+    sum(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at <= {now} THEN 1 ELSE 0 END)
+        AS due,
+    sum(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at > {now} THEN 1 ELSE 0 END)
+        AS scheduled,
     sum(CASE WHEN state = 'active' THEN 1 ELSE 0 END) AS active,
     sum(CASE WHEN state = 'completed' THEN 1 ELSE 0 END) AS completed,
     sum(CASE WHEN state = 'failed' THEN 1 ELSE 0 END) AS failed,
     sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
-    {now} - min(CASE WHEN state = 'pending' AND run_at <= {now} THEN run_at END)
+    {now} - min(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at <= {now}
+        THEN run_at END)
         AS oldest_due_age_ms
 FROM {table}
 WHERE expires_at IS NULL OR expires_at > {now}

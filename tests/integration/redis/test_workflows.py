@@ -4,6 +4,7 @@ record untouched by any of it."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import pytest
@@ -269,3 +270,71 @@ async def test_a_job_stored_later_under_a_workflow_jobs_id_is_not_listed_in_it(
     info = await driver.get_job(a.id)
     assert info is not None
     assert (info.state, info.workflow_id) == ("pending", None)
+
+
+async def test_dependents_cancelled_past_retention_leave_the_indexes_with_a_later_cascade(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    """A cascade prunes the cancelled jobs whose retention ended, as an operator's cancel does:
+    a store whose cancels all come from workflows does not keep their entries forever."""
+    driver = harness.redis_driver(retain_failed_ms=RETAIN_MS)
+    keys = driver.keys
+
+    async def cancel_a_dependent(workflow_id: str) -> str:
+        parent, child = new_request(max_attempts=1), new_request()
+        await driver.enqueue_workflow(workflow_id, [step(parent), step(child, parent)])
+        [job] = await driver.claim(1, LEASE_MS, ["t"])
+        assert await driver.fail(parent.id, job.lease_token, error="no")
+        return child.id
+
+    old = await cancel_a_dependent("first")
+    assert await admin.zrange(keys.state("cancelled"), 0, -1) == [old.encode()]
+    harness.clock.advance(RETAIN_MS)
+    await admin.delete(keys.job(old))  # its record expires (PEXPIRE, real time)
+    new = await cancel_a_dependent("second")
+    for index in (keys.cancelled, keys.state("cancelled"), keys.state("cancelled", "t")):
+        assert await admin.zrange(index, 0, -1) == [new.encode()]
+    assert (await driver.stats())["t"].cancelled == 1
+
+
+async def test_a_workflow_key_of_the_wrong_type_is_refused_before_any_write(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    a, b = new_request(), new_request()
+    await driver.enqueue_workflow("wf", [step(a), step(b, a)])
+    [job] = await driver.claim(1, LEASE_MS, ["t"])
+    await admin.delete(driver.keys.workflow("wf"))
+    await admin.set(driver.keys.workflow("wf"), "not a hash")
+    before = await namespace_snapshot(admin, driver.namespace)
+    for settle in (
+        lambda: driver.complete(a.id, job.lease_token),
+        lambda: driver.cancel(b.id),
+        lambda: driver.delete(b.id),
+        lambda: driver.workflow_jobs("wf"),
+        lambda: driver.enqueue_workflow("wf", [step(new_request())]),
+    ):
+        with pytest.raises(RedisScriptError):
+            await settle()
+        assert await namespace_snapshot(admin, driver.namespace) == before
+
+
+async def test_one_purge_of_a_dependent_and_its_parents_leaves_no_trace_of_it(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    """One purge call deletes a parent (its dependent on a continue edge then waits for one
+    parent less), the dependent, then the other parent: the dependent stays deleted. The ids
+    set the order (the pending index lists jobs of one created_at by id)."""
+    driver = harness.redis_driver()
+    p1, callback, p2 = (replace(new_request(), id=f"{n}-{uuid.uuid4().hex}") for n in range(3))
+    both = (p1, p2)
+    await driver.enqueue_workflow(
+        "wf", [step(p1), step(p2), step(callback, *both, continue_after=both)]
+    )
+    listed = await admin.zrange(driver.keys.state("pending"), 0, -1)
+    assert listed == [job.id.encode() for job in (p1, callback, p2)]
+    assert await driver.purge(["pending"]) == 3  # one call: one chunk
+    for job in (p1, p2, callback):
+        assert not await admin.exists(driver.keys.job(job.id))
+    assert await admin.zrange(driver.keys.ready("t"), 0, -1) == []
+    assert await workflow_keys(admin, driver) == []

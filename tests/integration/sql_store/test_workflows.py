@@ -91,6 +91,46 @@ async def test_a_parent_failing_while_another_completes_cancels_the_child_once(
     assert await _edges(pg_harness) == 0
 
 
+async def test_parents_sharing_dependents_settle_at_once_without_a_deadlock(
+    pg_harness: StoreHarness,
+) -> None:
+    """Three parents, each two of them parents of one of three jobs: settles meeting on the
+    shared dependents lock them in one order (a circular wait would fail one after
+    deadlock_timeout); every dependent comes due once."""
+    stores = [pg_harness.store() for _ in range(3)]
+    await stores[0].create_schema()
+    for round_ in range(ROUNDS):
+        parents = [_named(f"p{index}") for index in range(3)]
+        ids = [parent.id for parent in parents]
+        children = [_named(f"c{index}") for index in range(3)]
+        pairs = [(ids[0], ids[1]), (ids[1], ids[2]), (ids[2], ids[0])]
+        await stores[0].enqueue_workflow(
+            f"wf-{round_}",
+            [
+                *(WorkflowJob(request=parent) for parent in parents),
+                *(
+                    WorkflowJob(request=child, depends_on=pair)
+                    for child, pair in zip(children, pairs, strict=True)
+                ),
+            ],
+        )
+        claimed = {job.id: job for job in await stores[0].claim(10, LEASE_MS, ALL)}
+        assert set(claimed) == set(ids)
+        async with asyncio.timeout(5):
+            settled = await asyncio.gather(
+                *(
+                    store.complete(job_id, claimed[job_id].lease_token)
+                    for store, job_id in zip(stores, ids, strict=True)
+                )
+            )
+        assert settled == [True, True, True]
+        due = await stores[0].claim(10, LEASE_MS, ALL)
+        assert sorted(job.id for job in due) == sorted(child.id for child in children)
+        for job in due:
+            assert await stores[0].complete(job.id, job.lease_token)
+    assert await _edges(pg_harness) == 0
+
+
 async def test_a_plain_jobs_lease_token_is_unmarked_and_a_workflow_jobs_marked(
     harness: StoreHarness,
 ) -> None:

@@ -72,3 +72,18 @@ async def test_a_driver_without_workflows_is_refused_before_any_write() -> None:
     with pytest.raises(DriverError, match="does not store workflows"):
         await JobQueue(driver).enqueue_workflow(chain(_job("a")))
     assert sum((await driver.counts()).values()) == 0
+
+
+async def test_a_workflow_stored_under_a_given_id_is_stored_once() -> None:
+    """The relay's hand-over of an outbox entry (``workflow_id``): the jobs' ids derive from
+    it, so a second store of the same workflow is refused by the driver, not done twice."""
+    driver = InProcessJobDriver()
+    queue = JobQueue(driver)
+    assert await queue.enqueue_workflow(chain(_job("a"), _job("b")), workflow_id="wf") == "wf"
+    with pytest.raises(DriverError):
+        await queue.enqueue_workflow(chain(_job("a"), _job("b")), workflow_id="wf")
+    info = await queue.get_workflow("wf")
+    assert info is not None
+    assert [job.payload["name"] for job in info.jobs] == ["a", "b"]
+    assert info.jobs[1].depends_on == (info.jobs[0].id,)
+    assert sum((await driver.counts()).values()) == 2
