@@ -26,8 +26,8 @@ from .counters import MemoryCounters
 from .errors import DriverError
 from .inprocess_index import JobIndex
 from .inprocess_record import JobRecord, job_info
-from .options import DEFAULT_QUEUE
 from .operations import decode_cursor, encode_cursor
+from .options import DEFAULT_QUEUE
 from .settings import Retention
 from .spi.records import (
     AuditPage,

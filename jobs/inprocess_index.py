@@ -4,8 +4,8 @@ Each (state, type, queue) has one list of its jobs ordered by (created_at, id); 
 is a bisect and a slice of each list it spans (one list when both state and type are given,
 merged when not), whatever the store holds. Pending jobs that were not yet due when they
 became pending also sit in a per-type and a per-queue list ordered by run_at, which count the
-scheduled ones with one bisect. A state change is one removal and one insertion (``enter`` after the change
-of state or run_at; ``leave`` before a deletion).
+scheduled ones with one bisect. A state change is one removal and one insertion (``enter``
+after the change of state or run_at; ``leave`` before a deletion).
 
 The lists are ``sortedcontainers.SortedList``: measured on 20,000 jobs, plain lists kept sorted
 with ``bisect.insort`` made the in-process enqueue about 4x and claim+complete about 7x slower

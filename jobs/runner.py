@@ -42,11 +42,11 @@ from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .leases import Lease, LeaseKeeper
 from .metrics import watch_queue
+from .options import DEFAULT_QUEUE, QueueWeights, parse_queues
 from .presence import WorkerPresence, new_worker_id
+from .queue_order import ClaimOrder, served_queues
 from .retry import DEFAULT_BACKOFF, Backoff
 from .service import BackgroundService
-from .options import DEFAULT_QUEUE, QueueWeights, parse_queues
-from .queue_order import ClaimOrder, served_queues
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
 from .spi.driver import ClockedDriver, JobDriver, ProgressReports

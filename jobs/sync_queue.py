@@ -36,7 +36,7 @@ from .new_job import NewJob
 from .queue import JobQueue
 from .settings import JobsSettings
 from .spi.driver import JobDriver
-from .spi.records import JobInfo, JobPage, JobTypeStats, WorkerInfo
+from .spi.records import JobInfo, JobPage, JobTypeStats, QueueStats, WorkerInfo
 from .urls import driver_from_url
 
 if TYPE_CHECKING:
@@ -186,13 +186,17 @@ class SyncJobQueue:
         type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
         return self._call(
-            self._queue.list_jobs, state=state, type=type, limit=limit, cursor=cursor
+            self._queue.list_jobs, state=state, type=type, limit=limit, cursor=cursor, queue=queue
         )
 
     def stats(self) -> dict[str, JobTypeStats]:
         return self._call(self._queue.stats)
+
+    def queue_stats(self) -> dict[str, QueueStats]:
+        return self._call(self._queue.queue_stats)
 
     def workers(self) -> list[WorkerInfo]:
         return self._call(self._queue.workers)

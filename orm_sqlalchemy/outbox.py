@@ -423,6 +423,7 @@ class SQLAlchemyOutboxStore:
                 run_at=job.run_at,
                 max_attempts=job.max_attempts,
                 priority=job.priority,
+                queue=job.queue,
             )
             timeout_ms = job.timeout_ms
             jobs.append(
@@ -435,6 +436,7 @@ class SQLAlchemyOutboxStore:
                     "run_at_ms": checked["run_at"],
                     "max_attempts": checked["max_attempts"],
                     "priority": checked["priority"],
+                    "queue": checked["queue"],
                     "timeout_ms": None if timeout_ms is None else check_timeout_ms(timeout_ms),
                 }
             )

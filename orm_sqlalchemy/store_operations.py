@@ -26,13 +26,12 @@ from jobs.spi import (
     JobPage,
     JobState,
     JobTypeStats,
-    QueueStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkerRegistration,
 )
 from jobs.spi.support import (
-    check_queue,
     Retention,
     check_age,
     check_cursor,
@@ -40,6 +39,7 @@ from jobs.spi.support import (
     check_key,
     check_limit,
     check_purge_states,
+    check_queue,
     check_state,
     check_type,
     decode_cursor,

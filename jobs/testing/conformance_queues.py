@@ -98,10 +98,12 @@ class QueueConformance:
         await enqueue(driver, "other", queue="exports")
         queue = JobQueue(driver)
         page = await queue.list_jobs(queue="emails", limit=2)
-        assert len(page.jobs) == 2 and page.next_cursor is not None
+        assert len(page.jobs) == 2
+        assert page.next_cursor is not None
         rest = await queue.list_jobs(queue="emails", limit=2, cursor=page.next_cursor)
         listed = [job.id for job in page.jobs + rest.jobs]
-        assert sorted(listed) == sorted(emails) and rest.next_cursor is None
+        assert sorted(listed) == sorted(emails)
+        assert rest.next_cursor is None
         assert {job.queue for job in page.jobs + rest.jobs} == {"emails"}
         pending = await queue.list_jobs(queue="exports", state="pending")
         assert [job.type for job in pending.jobs] == ["other"]
@@ -209,9 +211,8 @@ class QueueConformance:
         driver = await driver_harness.driver()
         ran: list[str] = []
         runner = _runner(driver, ran, queues="a=1,b=1")
-        ids = [
-            await enqueue(driver, payload={"id": f"{q}{i}"}, queue=q) for q in "ab" for i in range(4)
-        ]
+        names = [(q, f"{q}{i}") for q in "ab" for i in range(4)]
+        ids = [await enqueue(driver, payload={"id": name}, queue=q) for q, name in names]
         runner.start()
         try:
             await wait_until(lambda: _all_completed(driver, ids), message="every job ran")

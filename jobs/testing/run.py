@@ -20,8 +20,8 @@ from typing import Any, cast
 from framework import ApplicationContext
 
 from ..clock import ManualClock, to_epoch_ms
-from ..options import DEFAULT_QUEUE
 from ..handlers import JobHandlerRegistry
+from ..options import DEFAULT_QUEUE
 from ..outbox_relay import OutboxRelay
 from ..queue import JobQueue
 from ..runner import JobRunner
