@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from jobs.errors import JobOptionError
+from jobs.errors import DriverError, JobOptionError
 from jobs.handlers import JobHandlerRegistry
 from jobs.new_job import NewJob
 from jobs.queue import JobQueue
@@ -51,6 +51,7 @@ class QueueConformance:
     async def test_a_claim_of_one_queue_never_takes_a_job_of_another(
         self, driver_harness: DriverHarness
     ) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         emails = [await enqueue(driver, queue="emails") for _ in range(3)]
         exports = await enqueue(driver, queue="exports")
@@ -64,6 +65,7 @@ class QueueConformance:
     async def test_an_expired_lease_is_reclaimed_only_from_its_queue(
         self, driver_harness: DriverHarness
     ) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         job_id = await enqueue(driver, queue="emails")
         assert await _claim_ids(driver, "emails") == [job_id]
@@ -76,6 +78,7 @@ class QueueConformance:
     async def test_a_job_keeps_its_queue_through_retry_release_and_requeue(
         self, driver_harness: DriverHarness
     ) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         job_id = await enqueue(driver, queue="emails", max_attempts=1)
         [held] = await driver.claim(1, LEASE_MS, ALL, "emails")
@@ -92,6 +95,7 @@ class QueueConformance:
         assert (await info_of(driver, job_id)).queue == "emails"
 
     async def test_list_jobs_of_a_queue(self, driver_harness: DriverHarness) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         emails = [await enqueue(driver, queue="emails") for _ in range(3)]
         await enqueue(driver)
@@ -112,6 +116,7 @@ class QueueConformance:
         assert len(everything.jobs) == 5
 
     async def test_queue_stats_count_per_queue(self, driver_harness: DriverHarness) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         if not isinstance(driver, QueueOperations):
             pytest.skip("the driver reports no queues")
@@ -140,6 +145,7 @@ class QueueConformance:
         class Empty(BaseModel):
             pass
 
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         registry = JobHandlerRegistry()
         registry.register("h", _nothing, queue="handled")
@@ -174,9 +180,22 @@ class QueueConformance:
                 await driver.enqueue(new_request(queue=name or "a b"))
         assert sum((await driver.counts()).values()) == 0
 
+    async def test_a_driver_without_named_queues_refuses_one_before_any_write(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        if getattr(driver_harness, "named_queues", True) is not False:
+            pytest.skip("the driver stores jobs in named queues")
+        driver = await driver_harness.driver()
+        with pytest.raises(DriverError, match="named queues"):
+            await JobQueue(driver).enqueue("t", {}, queue="emails")
+        with pytest.raises(DriverError, match="named queues"):
+            await driver.enqueue_many([new_request(), new_request(queue="emails")])
+        assert sum((await driver.counts()).values()) == 0
+
     async def test_a_runner_serving_one_queue_leaves_the_others_alone(
         self, driver_harness: DriverHarness
     ) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         ran: list[str] = []
         runner = _runner(driver, ran, queues="emails")
@@ -194,6 +213,7 @@ class QueueConformance:
     async def test_strict_order_drains_the_first_queue_before_the_next(
         self, driver_harness: DriverHarness
     ) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         ran: list[str] = []
         runner = _runner(driver, ran, queues="critical,default")
@@ -208,6 +228,7 @@ class QueueConformance:
         assert sorted(ran[3:]) == ["d0", "d1", "d2"]
 
     async def test_weights_serve_every_queue(self, driver_harness: DriverHarness) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         ran: list[str] = []
         runner = _runner(driver, ran, queues="a=1,b=1")
@@ -223,6 +244,7 @@ class QueueConformance:
     async def test_a_runner_given_no_queues_serves_default_and_its_handlers_queues(
         self, driver_harness: DriverHarness
     ) -> None:
+        _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
         ran: list[str] = []
         registry = JobHandlerRegistry()
@@ -242,6 +264,11 @@ class QueueConformance:
             await runner.close()
         assert sorted(ran) == ["mail", "plain"]
         assert await _states(driver, [stray]) == ["pending"]
+
+
+def _needs_named_queues(harness: DriverHarness) -> None:
+    if getattr(harness, "named_queues", True) is False:
+        pytest.skip("the driver keeps every job in the default queue")
 
 
 async def _nothing(payload: Any) -> None:

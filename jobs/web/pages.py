@@ -86,6 +86,7 @@ class Pages:
         params = request.query_params
         state = params.get("state") or None
         job_type = params.get("type") or None
+        queue = params.get("queue") or None
         search = (params.get("q") or "").strip()
         if state is not None and state not in JOB_STATES:
             raise HTTPException(400, f"unknown state {state!r}: use one of {', '.join(JOB_STATES)}")
@@ -99,7 +100,7 @@ class Pages:
         else:
             try:
                 rows, next_cursor = await self.source.page(
-                    state=state, job_type=job_type, limit=limit, cursor=cursor
+                    state=state, job_type=job_type, limit=limit, cursor=cursor, queue=queue
                 )
             except ValueError as exc:  # a cursor or type the queue refuses, named in the message
                 raise HTTPException(400, str(exc)) from None
@@ -112,6 +113,8 @@ class Pages:
             next_cursor=next_cursor,
             state=state,
             job_type=job_type,
+            queue=queue,
+            queues=await self.source.queue_names(),
             search=search,
             limit=limit,
             paged=cursor is not None,
