@@ -12,7 +12,9 @@ processes run a runner and, with an outbox, a relay; a random one is SIGKILLed e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -24,7 +26,8 @@ from jobs.spi import SQLOutboxSite, outbox_workflow_id
 from jobs.workflow import Workflow
 
 from .checker import Verdict
-from .scenarios import ChaosPlan, _check_exits, _idle, _run_until, open_fleet
+from .fleet import Fleet
+from .scenarios import ChaosPlan, ChaosTimeoutError, _check_exits, _idle, _run_until, open_fleet
 from .shapes import build_workflow, shape_of
 from .stores import ChaosStore
 from .workflow_checker import CommittedWorkflow, check_workflows
@@ -102,14 +105,16 @@ async def kill_workflows(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> V
         producing = asyncio.ensure_future(producers.run())
 
         async def done() -> bool:
-            if not producing.done():
+            if not producing.done() or not await _idle(driver):
                 return False
             ended = {(e["wf"], e["step"]) for e in ledger.read() if e["event"] == "end"}
-            return ended >= producers.steps() and await _idle(driver)
+            if ended >= producers.steps():
+                return True
+            # a job that will never run (cancelled, failed: a breach) must end the wait with
+            # a verdict, not a timeout: done when every workflow is stored and none running
+            return await _all_settled(queue, producers.committed)
 
-        codes = await _run_until(
-            done, producing, fleet, plan, deadline, "every committed workflow's jobs"
-        )
+        codes, timed_out = await _wait(done, producing, fleet, plan, deadline)
         committed = [
             CommittedWorkflow(n, shape_of(n).parents, await _stored(queue, workflow_id))
             for n, workflow_id in sorted(producers.committed.items())
@@ -119,6 +124,8 @@ async def kill_workflows(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> V
             rows = await _rows(site, orders)
             if producers.through_outbox != rows:
                 verdict.problems.append("the orders table differs from the commits acknowledged")
+        if timed_out is not None:
+            verdict.problems.append(f"{timed_out} (the verdict is of the store as it was left)")
         _check_exits(codes, verdict)
         return verdict
     finally:
@@ -127,6 +134,38 @@ async def kill_workflows(store: ChaosStore, plan: ChaosPlan, workdir: Path) -> V
         if site is not None:
             await site.outbox.close()
             await site.close()
+
+
+async def _wait(
+    done: Callable[[], Awaitable[bool]],
+    producing: asyncio.Future[None],
+    fleet: Fleet,
+    plan: ChaosPlan,
+    deadline: float,
+) -> tuple[list[int], str | None]:
+    """Kill workers until ``done``; the workers' exit codes, and what timed out, if it did:
+    a callback never released (the breach this scenario is for) still gets a verdict, whose
+    lost jobs say where each was left."""
+    try:
+        codes = await _run_until(
+            done, producing, fleet, plan, deadline, "every committed workflow's jobs"
+        )
+    except ChaosTimeoutError as timeout:
+        with contextlib.suppress(asyncio.CancelledError):
+            await producing
+        return await fleet.stop(), str(timeout)
+    return codes, None
+
+
+async def _all_settled(queue: JobQueue, committed: dict[int, str]) -> bool:
+    """Every committed workflow is stored (the relay handed it over) and none is running;
+    the outbox's first (the last handed over), to stop at the first that is not."""
+    order = sorted(committed, key=lambda n: (n % 2 == 0, -n))
+    for n in order:
+        info = await queue.get_workflow(committed[n])
+        if info is None or info.state == "running":
+            return False
+    return True
 
 
 async def _stored(queue: JobQueue, workflow_id: str) -> list[JobInfo] | None:
