@@ -14,7 +14,7 @@ from jobs.errors import DriverError
 from jobs.spi import JobRequest, WorkflowJob, workflow_cancelled_error
 from jobs.testing.helpers import ALL, LEASE_MS, info_of
 from jobs.testing.requests import new_request
-from orm_sqlalchemy.engine import create_engine
+from orm_sqlalchemy.engine import create_engine, create_sync_engine
 from orm_sqlalchemy.store import SQLAlchemyJobStore
 
 from .support import StoreHarness
@@ -225,6 +225,33 @@ async def test_completing_in_the_apps_transaction_releases_the_child_with_it(
     (child,) = await store.claim(10, LEASE_MS, ALL)
     assert child.id == callback
     assert (await info_of(store, parents[0])).result == "r"
+
+
+async def test_completing_in_the_apps_sync_transaction_releases_the_child_with_it(
+    harness: StoreHarness,
+) -> None:
+    """``complete_in_sync`` (a ``def`` handler's thread, with an inbox): the same, through a
+    sync connection of the app's (sqlite3, psycopg)."""
+    store = harness.store()
+    parents, callback = await _group_with_callback(store, "wf", 1)
+    (job,) = await store.claim(10, LEASE_MS, ALL)
+    engine = create_sync_engine(harness.url)
+
+    def complete(commit: bool) -> bool:
+        with engine.connect() as connection, connection.begin() as transaction:
+            completed = store.complete_in_sync(connection, job.id, job.lease_token)
+            if not commit:
+                transaction.rollback()
+            return completed
+
+    try:
+        assert await asyncio.to_thread(complete, False)
+        assert await store.claim(10, LEASE_MS, ALL) == []
+        assert await asyncio.to_thread(complete, True)
+    finally:
+        engine.dispose()
+    assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [callback]
+    assert (await info_of(store, parents[0])).state == "completed"
 
 
 async def test_a_table_made_before_workflows_is_upgraded_by_create_schema(
