@@ -516,19 +516,32 @@ class SQLAlchemyJobStore:
         self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None
     ) -> list[bool]:
         """``complete_many`` of a batch holding workflow jobs: the plain ones in one statement,
-        each workflow job with its dependents (``finish_workflow``)."""
+        the workflow jobs with their dependents (PostgreSQL: ``complete_many_workflow``, one
+        statement; SQLite: each its ``finish_workflow`` script, sharing the group's commit)."""
         outcomes = [None if results is None else results[index] for index in range(len(jobs))]
         plain = [index for index, (_, token) in enumerate(jobs) if not is_workflow_token(token)]
+        flows = [index for index, (_, token) in enumerate(jobs) if is_workflow_token(token)]
         done = [False] * len(jobs)
         if plain:
             plain_done = await self.complete_many(
                 [jobs[index] for index in plain], [outcomes[index] for index in plain]
             )
-            for index, completed in zip(plain, plain_done, strict=True):
-                done[index] = completed
-        for index, (job_id, token) in enumerate(jobs):
-            if is_workflow_token(token):
-                done[index] = await self._finish(job_id, token, "completed", None, outcomes[index])
+            for index, plain_completed in zip(plain, plain_done, strict=True):
+                done[index] = plain_completed
+        if self._sqlite is None:
+            params = self._completions(
+                [jobs[index] for index in flows], [outcomes[index] for index in flows]
+            )
+            rows = await self._settle(
+                "complete_many_workflow", retain_ms=self._retention.completed_ms, **params
+            )
+            settled = {row["id"] for row in rows}
+            for index in flows:
+                done[index] = jobs[index][0] in settled
+            return done
+        for index in flows:
+            job_id, token = jobs[index]
+            done[index] = await self._finish(job_id, token, "completed", None, outcomes[index])
         return done
 
     async def retry(

@@ -144,6 +144,23 @@ async def test_a_plain_jobs_lease_token_is_unmarked_and_a_workflow_jobs_marked(
     assert "w" in tokens[parents[0]]
 
 
+async def test_a_batch_of_plain_and_workflow_completions_settles_each(
+    harness: StoreHarness,
+) -> None:
+    """complete_many with plain jobs and both parents of one job (the runner's coalesced
+    completes): the plain ones in their statement, the parents with their dependent."""
+    store = harness.store()
+    plain = [await store.enqueue(new_request()) for _ in range(2)]
+    parents, callback = await _group_with_callback(store, "wf", 2)
+    tokens = {job.id: job.lease_token for job in await store.claim(10, LEASE_MS, ALL)}
+    batch = [(job_id, tokens[job_id]) for job_id in (plain[0], parents[0], plain[1], parents[1])]
+    assert await store.complete_many(batch, ['"p0"', '"a"', '"p1"', '"b"']) == [True] * 4
+    (job,) = await store.claim(10, LEASE_MS, ALL)
+    assert job.id == callback
+    assert (await info_of(store, parents[1])).result == "b"
+    assert await _edges(harness) == 0
+
+
 async def test_a_workflow_job_failed_by_the_claim_for_stalling_cancels_its_dependents(
     harness: StoreHarness,
 ) -> None:
