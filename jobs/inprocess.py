@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 from .audit import MemoryAuditTrail
 from .clock import Clock, ManualClock, SystemClock
@@ -400,7 +401,37 @@ class InProcessJobDriver:
     async def stats(self) -> dict[str, JobTypeStats]:
         now = self._clock.now_ms()
         self._prune(now)
-        return self._index.stats(now, self._oldest_pending)
+        stats = self._index.stats(now, self._oldest_pending)
+        return self._without_waiting(stats, now) if self._dependents else stats
+
+    def _without_waiting(
+        self, stats: dict[str, JobTypeStats], now: int
+    ) -> dict[str, JobTypeStats]:
+        """``stats`` with each workflow job still waiting for a parent taken out of ``due`` or
+        ``scheduled`` (it is neither until its last parent finishes). A walk of the parents'
+        dependents, which only jobs of unfinished workflows have: off the hot path."""
+        waiting: dict[str, list[int]] = {}  # type -> [due by run_at, scheduled]
+        seen: set[str] = set()  # a child of several parents is listed under each
+        for child_ids in self._dependents.values():
+            for child_id in child_ids:
+                child = self._jobs.get(child_id)
+                if (
+                    child_id in seen
+                    or child is None
+                    or child.state != "pending"
+                    or child.waiting <= 0
+                ):
+                    continue
+                seen.add(child_id)
+                counts = waiting.setdefault(child.type, [0, 0])
+                counts[child.run_at > now] += 1
+        for job_type, (due, scheduled) in waiting.items():
+            row = stats.get(job_type)
+            if row is not None:
+                stats[job_type] = replace(
+                    row, due=row.due - due, scheduled=row.scheduled - scheduled
+                )
+        return stats
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         self._check_open()

@@ -260,6 +260,8 @@ class JobPage:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobTypeStats:
     """One job type's numbers: due (pending, run_at reached), scheduled (pending, run_at ahead).
+    A workflow's job still waiting for a parent is pending but neither (it comes due with its
+    last parent's settle), so a callback waiting on a long group does not read as stuck.
 
     ``oldest_due_age_ms`` is how long the longest-waiting due job has been due (None: none due).
     """

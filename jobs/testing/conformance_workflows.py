@@ -97,6 +97,23 @@ class WorkflowConformance:
         assert set(callback[0].depends_on) == {ids["p1"], ids["p2"], ids["p3"]}
         assert await _claimable(driver) == []
 
+    async def test_a_job_waiting_for_its_parents_counts_as_neither_due_nor_scheduled(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        """Else a callback waiting on a long group would read as due and stuck (the loss
+        auditor's ``due_stuck``) while nothing is wrong."""
+        driver = await _workflow_driver(driver_harness)
+        queue = JobQueue(driver)
+        ids = await _stored(driver, queue, chain(_job("a"), _job("b"), _job("c")))
+        await queue.enqueue(ALL[0], {"name": "later"}, delay_ms=3_600_000)
+        stats = (await driver.stats())[ALL[0]]
+        assert (stats.due, stats.scheduled) == (1, 1), "a is due; b and c wait; one scheduled"
+        claimed = await _claimable(driver)
+        assert [job.id for job in claimed] == [ids["a"]]
+        assert await driver.complete(ids["a"], claimed[0].lease_token)
+        stats = (await driver.stats())[ALL[0]]
+        assert (stats.due, stats.scheduled, stats.completed) == (1, 1, 1), "b came due"
+
     async def test_a_failed_parent_cancels_its_dependents_down_the_dag(
         self, driver_harness: DriverHarness
     ) -> None:

@@ -491,16 +491,20 @@ WITH RECURSIVE settled AS (
 {statement:workflow_outcome};
 
 -- name: stats
--- Per type: live jobs by state (pending split into due and scheduled), and how long the oldest
--- due job has been due. One pass over the live rows.
+-- Per type: live jobs by state (pending split into due and scheduled; a workflow's job waiting
+-- for its parents, due_at NULL, is neither), and how long the oldest due job has been due. One
+-- pass over the live rows.
 SELECT type,
-    sum(CASE WHEN state = 'pending' AND run_at <= {now} THEN 1 ELSE 0 END) AS due,
-    sum(CASE WHEN state = 'pending' AND run_at > {now} THEN 1 ELSE 0 END) AS scheduled,
+    sum(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at <= {now} THEN 1 ELSE 0 END)
+        AS due,
+    sum(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at > {now} THEN 1 ELSE 0 END)
+        AS scheduled,
     sum(CASE WHEN state = 'active' THEN 1 ELSE 0 END) AS active,
     sum(CASE WHEN state = 'completed' THEN 1 ELSE 0 END) AS completed,
     sum(CASE WHEN state = 'failed' THEN 1 ELSE 0 END) AS failed,
     sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
-    {now} - min(CASE WHEN state = 'pending' AND run_at <= {now} THEN run_at END)
+    {now} - min(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at <= {now}
+        THEN run_at END)
         AS oldest_due_age_ms
 FROM {table}
 WHERE expires_at IS NULL OR expires_at > {now}
