@@ -77,6 +77,7 @@ from ._database.sqlite_writes import Script, SQLiteBackend, sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
 from ._database.workflows import (
+    Steps,
     cancelled_error_parts,
     check_workflow,
     is_workflow_token,
@@ -282,7 +283,7 @@ class SQLAlchemyJobStore:
             await self._prune_in_passing()
         return [job.id if job.id in stored else None for job in jobs]
 
-    # -- workflows (jobs.spi.WorkflowStore; see orm_sqlalchemy.workflows) --------------------
+    # -- workflows (jobs.spi.WorkflowStore; see _database.workflows) --------------------------
 
     async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
         """Every job and edge of the workflow in one transaction (PostgreSQL: one statement)."""
@@ -296,7 +297,7 @@ class SQLAlchemyJobStore:
         else:
             sql = self._sql
 
-            def steps() -> Any:
+            def steps() -> Steps:
                 yield sql["enqueue_workflow"], params
                 yield sql["enqueue_workflow_edges"], params
                 return []
@@ -318,7 +319,7 @@ class SQLAlchemyJobStore:
         else:
             sql, release = self._sql, self._release_params
 
-            def steps() -> Any:
+            def steps() -> Steps:
                 settled = yield sql[statement], params
                 ended = [row for row in settled if row["workflow_id"] is not None]
                 due = yield from release_steps(sql, ended, {**release, "now": params["now"]})
@@ -343,7 +344,7 @@ class SQLAlchemyJobStore:
             return
         sql, release = self._sql, self._release_params
 
-        def steps() -> Any:
+        def steps() -> Steps:
             params = {"ids": None if ids is None else json.dumps(ids), "batch": PRUNE_BATCH}
             settled = yield sql["workflow_parents"], params
             due = yield from release_steps(sql, settled, {**release, "now": self._now()})
