@@ -416,9 +416,20 @@ class SQLAlchemyJobStore:
 
     async def _after_claim(self, stalled_parents: list[str]) -> None:
         """What a claim leaves to the statements after it: the dependents of the workflow jobs
-        it failed (their leases expired too often), and the prune when it is due."""
+        it failed (their leases expired too often), and the prune when it is due. A failure
+        here must not lose the claim's leases: it is logged, and the prune's sweep settles
+        those dependents later."""
         if stalled_parents:
-            await self._settle_parents(stalled_parents)
+            try:
+                await self._settle_parents(stalled_parents)
+            except DriverError as exc:
+                logger.warning(
+                    "{} could not settle the dependents of workflow jobs {} yet (the prune "
+                    "will): {}",
+                    self._name,
+                    stalled_parents,
+                    exc,
+                )
         if self._prune_due():
             await self._prune_in_passing()
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from jobs.errors import DriverError
+from jobs.errors import DriverError, StoreSchemaError
 from jobs.spi import JobRequest, WorkflowJob, workflow_cancelled_error
 from jobs.testing.helpers import ALL, LEASE_MS, info_of
 from jobs.testing.requests import new_request
@@ -281,6 +281,9 @@ async def test_a_table_made_before_workflows_is_upgraded_by_create_schema(
     await harness.sql(f'DROP INDEX "ix_{harness.table}_workflow"')
     for column in ("workflow_id", "workflow_seq", "depends_on", "waiting"):
         await harness.sql(f"ALTER TABLE {{table}} DROP COLUMN {column}")
+    unmigrated = harness.store(create_tables=False)
+    with pytest.raises(StoreSchemaError, match=r"has no column 'workflow_id'.*ALTER TABLE"):
+        await unmigrated.get_job(before)
     store = harness.store()
     await store.create_schema()
     info = await info_of(store, before)
@@ -290,6 +293,17 @@ async def test_a_table_made_before_workflows_is_upgraded_by_create_schema(
     assert job.id == parents[0]
     assert await store.complete(job.id, job.lease_token)
     assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [callback]
+
+
+async def test_a_store_that_creates_no_tables_requires_the_edges_table(
+    harness: StoreHarness,
+) -> None:
+    """Cancel, delete and purge settle dependents through it: a schema under migrations that
+    lacks it is refused up front, naming it, not at an operator's first cancel."""
+    await harness.store().create_schema()
+    await harness.sql(f'DROP TABLE "{harness.prefix}edges"')
+    with pytest.raises(StoreSchemaError, match=f"{harness.prefix}edges' does not exist"):
+        await harness.store(create_tables=False).check_schema()
 
 
 async def test_a_workflow_refused_by_the_database_stores_nothing(harness: StoreHarness) -> None:
