@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+from typing import Any
 
 import pytest
 
+from jobs import InProcessJobDriver
 from jobs.errors import DriverError, StoreSchemaError
 from jobs.spi import JobRequest, WorkflowJob, workflow_cancelled_error
 from jobs.testing.helpers import ALL, LEASE_MS, info_of
@@ -320,3 +323,54 @@ async def test_a_workflow_refused_by_the_database_stores_nothing(harness: StoreH
     assert await store.get_job(first.id) is None
     assert await store.workflow_jobs("wf") == []
     assert await _edges(harness) == 0
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_random_dags_settle_as_on_the_in_process_driver(
+    harness: StoreHarness, seed: int
+) -> None:
+    """The in-process driver as the model: the same DAG (random edges and on_failure), the
+    same random completes, fails, cancels and deletes, and after each step the same jobs are
+    claimable and every job is in the same state (a cancelled one by a WorkflowCancelled
+    error, whichever of its parents it names)."""
+    rng = random.Random(seed)
+    store = harness.store()
+    model = InProcessJobDriver(clock=harness.clock)
+    requests = [_named(f"j{index}") for index in range(8)]
+    jobs = []
+    for index, request in enumerate(requests):
+        parents = tuple(p.id for p in rng.sample(requests[:index], k=min(index, rng.randint(0, 3))))
+        proceed = tuple(parent for parent in parents if rng.random() < 0.3)
+        jobs.append(WorkflowJob(request=request, depends_on=parents, continue_after=proceed))
+    for driver in (store, model):
+        await driver.enqueue_workflow(f"wf-{seed}", jobs)
+    for _ in range(12):
+        held = {}
+        for driver in (store, model):
+            held[driver] = {job.id: job for job in await driver.claim(100, LEASE_MS, ALL)}
+        assert set(held[store]) == set(held[model])
+        for job_id in sorted(held[store]):
+            complete = rng.random() < 0.7
+            for driver in (store, model):
+                token = held[driver][job_id].lease_token
+                if complete:
+                    assert await driver.complete(job_id, token)
+                else:
+                    assert await driver.fail(job_id, token, error="E: no")
+        pending = sorted(
+            job.id for job in await model.workflow_jobs(f"wf-{seed}") if job.state == "pending"
+        )
+        if pending and rng.random() < 0.3:
+            target = rng.choice(pending)
+            operation = rng.choice(("cancel", "delete"))
+            for driver in (store, model):
+                assert await getattr(driver, operation)(target)
+        assert await _states(store, seed) == await _states(model, seed)
+    await model.close()
+
+
+async def _states(driver: Any, seed: int) -> list[tuple[str, str, bool]]:
+    return [
+        (job.id, job.state, (job.last_error or "").startswith("WorkflowCancelled"))
+        for job in await driver.workflow_jobs(f"wf-{seed}")
+    ]
