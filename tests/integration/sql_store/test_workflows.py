@@ -325,48 +325,69 @@ async def test_a_workflow_refused_by_the_database_stores_nothing(harness: StoreH
     assert await _edges(harness) == 0
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(16))
 async def test_random_dags_settle_as_on_the_in_process_driver(
     harness: StoreHarness, seed: int
 ) -> None:
     """The in-process driver as the model: the same DAG (random edges and on_failure), the
-    same random completes, fails, cancels and deletes, and after each step the same jobs are
-    claimable and every job is in the same state (a cancelled one by a WorkflowCancelled
-    error, whichever of its parents it names)."""
+    same random completes, fails, abandoned leases (a stall, or a stall failure past
+    max_stalls), cancels, deletes and purges, and after each step the same jobs are claimable
+    and every job is in the same state (a cancelled one by a WorkflowCancelled error,
+    whichever of its parents it names). A claim that fails a workflow job for stalling settles
+    its dependents in the statement after it on SQL, in the same step in process: the two
+    claims of a round are compared together."""
     rng = random.Random(seed)
     store = harness.store()
     model = InProcessJobDriver(clock=harness.clock)
-    requests = [_named(f"j{index}") for index in range(8)]
+    requests = [_named(f"j{index}", max_stalls=rng.randint(0, 1)) for index in range(8)]
     jobs = []
     for index, request in enumerate(requests):
         parents = tuple(p.id for p in rng.sample(requests[:index], k=min(index, rng.randint(0, 3))))
         proceed = tuple(parent for parent in parents if rng.random() < 0.3)
         jobs.append(WorkflowJob(request=request, depends_on=parents, continue_after=proceed))
-    for driver in (store, model):
+    drivers = (store, model)
+    for driver in drivers:
         await driver.enqueue_workflow(f"wf-{seed}", jobs)
-    for _ in range(12):
-        held = {}
-        for driver in (store, model):
-            held[driver] = {job.id: job for job in await driver.claim(100, LEASE_MS, ALL)}
-        assert set(held[store]) == set(held[model])
-        for job_id in sorted(held[store]):
-            complete = rng.random() < 0.7
-            for driver in (store, model):
-                token = held[driver][job_id].lease_token
-                if complete:
-                    assert await driver.complete(job_id, token)
-                else:
-                    assert await driver.fail(job_id, token, error="E: no")
-        pending = sorted(
-            job.id for job in await model.workflow_jobs(f"wf-{seed}") if job.state == "pending"
-        )
-        if pending and rng.random() < 0.3:
-            target = rng.choice(pending)
-            operation = rng.choice(("cancel", "delete"))
-            for driver in (store, model):
-                assert await getattr(driver, operation)(target)
+    for _ in range(14):
+        held = [await _claim_twice(driver) for driver in drivers]
+        assert set(held[0]) == set(held[1])
+        if held[0] and rng.random() < 0.2:
+            harness.clock.advance(LEASE_MS + 1)  # the leases expire: stalls
+        else:
+            for job_id in sorted(held[0]):
+                complete = rng.random() < 0.7
+                for driver, leased in zip(drivers, held, strict=True):
+                    await _settle(driver, job_id, leased[job_id].lease_token, complete=complete)
+        await _operate(rng, drivers, seed)
         assert await _states(store, seed) == await _states(model, seed)
     await model.close()
+
+
+async def _claim_twice(driver: Any) -> dict[str, Any]:
+    held = {job.id: job for job in await driver.claim(100, LEASE_MS, ALL)}
+    held.update({job.id: job for job in await driver.claim(100, LEASE_MS, ALL)})
+    return held
+
+
+async def _settle(driver: Any, job_id: str, token: str, *, complete: bool) -> None:
+    if complete:
+        assert await driver.complete(job_id, token)
+    else:
+        assert await driver.fail(job_id, token, error="E: no")
+
+
+async def _operate(rng: random.Random, drivers: tuple[Any, Any], seed: int) -> None:
+    """Now and then an operator's cancel or delete of a pending job, or a purge of them all."""
+    states = await _states(drivers[1], seed)
+    pending = sorted(job_id for job_id, state, _ in states if state == "pending")
+    if pending and rng.random() < 0.3:
+        target = rng.choice(pending)
+        operation = rng.choice(("cancel", "delete"))
+        for driver in drivers:
+            assert await getattr(driver, operation)(target)
+    elif pending and rng.random() < 0.05:
+        counts = [await driver.purge(["pending"]) for driver in drivers]
+        assert counts[0] == counts[1]
 
 
 async def _states(driver: Any, seed: int) -> list[tuple[str, str, bool]]:
