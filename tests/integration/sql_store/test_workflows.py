@@ -74,6 +74,30 @@ async def test_two_parents_settling_at_once_from_two_stores_release_the_child_on
     assert await _edges(pg_harness) == 0
 
 
+async def test_many_parents_settling_at_once_count_their_child_down_to_zero_once(
+    pg_harness: StoreHarness,
+) -> None:
+    """30 parents of one job completed at once from three stores (each its own connection
+    and transaction): every decrement lands on the row the one before left."""
+    stores = [pg_harness.store() for _ in range(3)]
+    await stores[0].create_schema()
+    for round_ in range(3):
+        parents, callback = await _group_with_callback(stores[0], f"wf-{round_}", 30)
+        claimed = {job.id: job for job in await stores[0].claim(100, LEASE_MS, ALL)}
+        assert set(claimed) == set(parents)
+        settled = await asyncio.gather(
+            *(
+                stores[index % 3].complete(job_id, claimed[job_id].lease_token)
+                for index, job_id in enumerate(parents)
+            )
+        )
+        assert settled == [True] * 30
+        (job,) = await stores[1].claim(100, LEASE_MS, ALL)
+        assert job.id == callback
+        assert await stores[1].complete(job.id, job.lease_token)
+    assert await _edges(pg_harness) == 0
+
+
 async def test_a_parent_failing_while_another_completes_cancels_the_child_once(
     pg_harness: StoreHarness,
 ) -> None:
