@@ -13,8 +13,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
-from sqlalchemy import text
-
 from jobs import InProcessJobDriver, JobDriver
 
 POSTGRES_URL = os.environ.get(
@@ -49,6 +47,7 @@ async def sqlite() -> AsyncIterator[JobDriver]:
 @asynccontextmanager
 async def postgres() -> AsyncIterator[JobDriver]:
     from orm_sqlalchemy import SQLAlchemyJobStore, create_engine
+    from orm_sqlalchemy.factory import drop_prefixed_tables
 
     prefix = f"bench{uuid.uuid4().hex[:8]}_"
     store = SQLAlchemyJobStore(POSTGRES_URL, table_prefix=prefix)
@@ -58,8 +57,7 @@ async def postgres() -> AsyncIterator[JobDriver]:
         await store.close()
         engine = create_engine(POSTGRES_URL)
         async with engine.begin() as conn:
-            for table in ("queue", "workers"):
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}{table}"'))
+            await drop_prefixed_tables(conn, prefix)
         await engine.dispose()
 
 

@@ -17,8 +17,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
-
 from jobs import (
     JobHandlerRegistry,
     JobOutboxPublisher,
@@ -33,6 +31,7 @@ from orm_sqlalchemy import (
     SQLAlchemyTransactionManager,
     create_engine,
 )
+from orm_sqlalchemy.factory import drop_prefixed_tables
 
 from .drivers import POSTGRES_URL
 
@@ -50,8 +49,7 @@ async def database(kind: str) -> AsyncIterator[tuple[str, str]]:
     finally:
         engine = create_engine(POSTGRES_URL)
         async with engine.begin() as conn:
-            for table in ("queue", "workers", "entries"):
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}{table}"'))
+            await drop_prefixed_tables(conn, prefix)
         await engine.dispose()
 
 

@@ -15,9 +15,10 @@ import statistics
 import time
 import uuid
 
-from sqlalchemy import BigInteger, Column, MetaData, String, Table, text
+from sqlalchemy import BigInteger, Column, MetaData, String, Table
 
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
+from orm_sqlalchemy.factory import drop_prefixed_tables
 
 from .drivers import POSTGRES_URL
 
@@ -59,8 +60,7 @@ async def producers(*, with_outbox: bool, seconds: float) -> tuple[float, float]
     finally:
         await outbox.close()
         async with engine.begin() as conn:
-            for table in ("orders", "entries"):
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}{table}"'))
+            await drop_prefixed_tables(conn, prefix)
         await engine.dispose()
     timings.sort()
     p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))] * 1000

@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from jobs.spi import DriverFactory, JobDriver, OutboxStore
 
@@ -18,7 +18,7 @@ from .outbox import SQLAlchemyOutboxStore
 from .store import SQLAlchemyJobStore
 from .transactions import SQLAlchemyTransactionManager
 
-__all__ = ["FACTORY", "SQLOutbox"]
+__all__ = ["FACTORY", "SQLOutbox", "drop_prefixed_tables"]
 
 
 def _table_prefix(options: dict[str, Any]) -> dict[str, Any]:
@@ -84,14 +84,21 @@ async def drop(url: str, prefix: str) -> None:
     engine = create_engine(url)
     try:
         async with engine.begin() as conn:
-            rows = await conn.execute(
-                text("SELECT tablename FROM pg_tables WHERE tablename LIKE :pattern"),
-                {"pattern": prefix.replace("_", r"\_") + "%"},
-            )
-            for (name,) in rows.all():
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{name}" CASCADE'))
+            await drop_prefixed_tables(conn, prefix)
     finally:
         await engine.dispose()
+
+
+async def drop_prefixed_tables(conn: AsyncConnection, prefix: str) -> None:
+    """Drop every PostgreSQL table whose name starts with ``prefix`` (the job, workers, audit,
+    counters and edges tables of a store, an outbox's entries and relays: whatever a version
+    adds), in ``conn``'s transaction."""
+    rows = await conn.execute(
+        text("SELECT tablename FROM pg_tables WHERE tablename LIKE :pattern"),
+        {"pattern": prefix.replace("_", r"\_") + "%"},
+    )
+    for (name,) in rows.all():
+        await conn.execute(text(f'DROP TABLE IF EXISTS "{name}" CASCADE'))
 
 
 FACTORY = DriverFactory(open_driver=open_store, drop=drop, open_outbox=SQLOutbox, extra=None)

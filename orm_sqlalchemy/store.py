@@ -79,6 +79,7 @@ from ._database.sqlite_writes import Script, SQLiteBackend, sqlite_commits
 from ._database.statements import load_statements
 from ._database.wakeup import PostgresWakeups, Waiters
 from ._database.workflows import (
+    Steps,
     cancelled_error_parts,
     check_workflow,
     is_workflow_token,
@@ -285,7 +286,7 @@ class SQLAlchemyJobStore:
             await self._prune_in_passing()
         return [job.id if job.id in stored else None for job in jobs]
 
-    # -- workflows (jobs.spi.WorkflowStore; see orm_sqlalchemy.workflows) --------------------
+    # -- workflows (jobs.spi.WorkflowStore; see _database.workflows) --------------------------
 
     async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
         """Every job and edge of the workflow in one transaction (PostgreSQL: one statement)."""
@@ -299,7 +300,7 @@ class SQLAlchemyJobStore:
         else:
             sql = self._sql
 
-            def steps() -> Any:
+            def steps() -> Steps:
                 yield sql["enqueue_workflow"], params
                 yield sql["enqueue_workflow_edges"], params
                 return []
@@ -321,7 +322,7 @@ class SQLAlchemyJobStore:
         else:
             sql, release = self._sql, self._release_params
 
-            def steps() -> Any:
+            def steps() -> Steps:
                 settled = yield sql[statement], params
                 ended = [row for row in settled if row["workflow_id"] is not None]
                 due = yield from release_steps(sql, ended, {**release, "now": params["now"]})
@@ -346,7 +347,7 @@ class SQLAlchemyJobStore:
             return
         sql, release = self._sql, self._release_params
 
-        def steps() -> Any:
+        def steps() -> Steps:
             params = {"ids": None if ids is None else json.dumps(ids), "batch": PRUNE_BATCH}
             settled = yield sql["workflow_parents"], params
             due = yield from release_steps(sql, settled, {**release, "now": self._now()})
@@ -421,9 +422,20 @@ class SQLAlchemyJobStore:
 
     async def _after_claim(self, stalled_parents: list[str]) -> None:
         """What a claim leaves to the statements after it: the dependents of the workflow jobs
-        it failed (their leases expired too often), and the prune when it is due."""
+        it failed (their leases expired too often), and the prune when it is due. A failure
+        here must not lose the claim's leases: it is logged, and the prune's sweep settles
+        those dependents later."""
         if stalled_parents:
-            await self._settle_parents(stalled_parents)
+            try:
+                await self._settle_parents(stalled_parents)
+            except DriverError as exc:
+                logger.warning(
+                    "{} could not settle the dependents of workflow jobs {} yet (the prune "
+                    "will): {}",
+                    self._name,
+                    stalled_parents,
+                    exc,
+                )
         if self._prune_due():
             await self._prune_in_passing()
 
@@ -522,19 +534,32 @@ class SQLAlchemyJobStore:
         self, jobs: Sequence[tuple[str, str]], results: Sequence[str | None] | None
     ) -> list[bool]:
         """``complete_many`` of a batch holding workflow jobs: the plain ones in one statement,
-        each workflow job with its dependents (``finish_workflow``)."""
+        the workflow jobs with their dependents (PostgreSQL: ``complete_many_workflow``, one
+        statement; SQLite: each its ``finish_workflow`` script, sharing the group's commit)."""
         outcomes = [None if results is None else results[index] for index in range(len(jobs))]
         plain = [index for index, (_, token) in enumerate(jobs) if not is_workflow_token(token)]
+        flows = [index for index, (_, token) in enumerate(jobs) if is_workflow_token(token)]
         done = [False] * len(jobs)
         if plain:
             plain_done = await self.complete_many(
                 [jobs[index] for index in plain], [outcomes[index] for index in plain]
             )
-            for index, completed in zip(plain, plain_done, strict=True):
-                done[index] = completed
-        for index, (job_id, token) in enumerate(jobs):
-            if is_workflow_token(token):
-                done[index] = await self._finish(job_id, token, "completed", None, outcomes[index])
+            for index, plain_completed in zip(plain, plain_done, strict=True):
+                done[index] = plain_completed
+        if self._sqlite is None:
+            params = self._completions(
+                [jobs[index] for index in flows], [outcomes[index] for index in flows]
+            )
+            rows = await self._settle(
+                "complete_many_workflow", retain_ms=self._retention.completed_ms, **params
+            )
+            settled = {row["id"] for row in rows}
+            for index in flows:
+                done[index] = jobs[index][0] in settled
+            return done
+        for index in flows:
+            job_id, token = jobs[index]
+            done[index] = await self._finish(job_id, token, "completed", None, outcomes[index])
         return done
 
     async def retry(

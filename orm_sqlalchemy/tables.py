@@ -403,7 +403,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
             columns = found[table] = column_names(connection, table)
             if columns is not None and create:
                 columns.extend(add_missing_columns(connection, table, columns))
-            later = any(table is t for t in (schema.audit, schema.counters, schema.edges))
+            later = table is schema.audit or table is schema.counters
             if columns is None and not create and later:
                 continue  # a store made before the audit trail: read-only looks still work
             if columns is not None or not create:

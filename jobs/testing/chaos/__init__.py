@@ -7,6 +7,10 @@ and checks the ledger the handlers wrote against the store (see ``checker``): lo
 unexpected = 0, and every duplicate explained by a kill of the process that held the job.
 The effects variant (``EffectsTarget``) has the handlers commit an effect row each, through an
 inbox or not: effect duplicates = 0 through the inbox, while executions still repeat.
+The workflow scenario (``kill_workflows``) runs chains and groups with callbacks, enqueued or
+appended through the outbox with some transactions rolled back: every job of a committed
+workflow completes, each after its parents (by the ledger's order), none of a rolled-back one
+runs (``check_workflows``).
 """
 
 from .checker import Verdict, check_effects, check_jobs, check_orders
@@ -15,11 +19,14 @@ from .fleet import Fleet, WorkerOptions
 from .ledger import Ledger
 from .scenarios import ChaosPlan, ChaosTimeoutError, kill_outbox, kill_workers
 from .stores import ChaosStore, drop_store
+from .workflow_checker import CommittedWorkflow, check_workflows
+from .workflow_scenario import kill_workflows
 
 __all__ = [
     "ChaosPlan",
     "ChaosStore",
     "ChaosTimeoutError",
+    "CommittedWorkflow",
     "EffectsTarget",
     "Fleet",
     "Ledger",
@@ -28,7 +35,9 @@ __all__ = [
     "check_effects",
     "check_jobs",
     "check_orders",
+    "check_workflows",
     "drop_store",
     "kill_outbox",
     "kill_workers",
+    "kill_workflows",
 ]

@@ -3,6 +3,7 @@
 python -m jobs.testing.chaos                      # SQLite, the local PostgreSQL and Redis
 python -m jobs.testing.chaos --short              # a quick variant (CI)
 python -m jobs.testing.chaos --redis redis://host:6379/0 --only redis
+python -m jobs.testing.chaos --scenario workflows  # the workflow runs only
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from .fleet import WorkerOptions
 from .scenarios import ChaosPlan, kill_outbox, kill_workers
 from .server_faults import postgres_faults, redis_faults
 from .stores import ChaosStore, store_kind
+from .workflow_scenario import kill_workflows
 
 Scenario = Callable[[ChaosStore, ChaosPlan, Path], Awaitable[Verdict]]
 
-FULL = ChaosPlan(workers=3, jobs=2_000, kill_every_s=2.0)
+FULL = ChaosPlan(workers=3, jobs=2_000, kill_every_s=2.0, workflows=200)
 SHORT = ChaosPlan(
-    workers=2, jobs=300, kill_every_s=1.0,
+    workers=2, jobs=300, kill_every_s=1.0, workflows=60,
     options=WorkerOptions(lease_ms=2_000, concurrency=4, handler_ms=30),
 )  # fmt: skip
 
@@ -64,6 +66,8 @@ class Case:
     run: Callable[[ChaosPlan, Path], Awaitable[Verdict]]
     cleanup: Callable[[], Awaitable[None]] | None = None
     control: bool = False
+    kills_faster: float = 1.0
+    """Kill this many times as often as the plan says (the workflow runs are short)."""
 
 
 def _on(store: ChaosStore, scenario: Scenario) -> Callable[[ChaosPlan, Path], Awaitable[Verdict]]:
@@ -107,6 +111,7 @@ def _matrix(urls: dict[str, str], root: Path) -> list[Case]:
         store = ChaosStore.fresh(job_url, outbox_url)
         cases.append(Case("outbox: SIGKILL relays", store.label, _on(store, kill_outbox),
                           store.drop))  # fmt: skip
+    cases += _workflow_cases(urls)
     if "postgres" in urls:
         cases.append(Case("terminate backends, restart", "postgres (private)", postgres_faults))
     if "redis" in urls:
@@ -114,17 +119,35 @@ def _matrix(urls: dict[str, str], root: Path) -> list[Case]:
     return cases
 
 
+def _workflow_cases(urls: dict[str, str]) -> list[Case]:
+    """Per store, the workflow scenario and its control; half the workflows through the
+    outbox on the store's own database (PostgreSQL beside Redis, when it is given)."""
+    cases: list[Case] = []
+    for kind, url in urls.items():
+        outbox_url = url if kind in ("sqlite", "postgres") else urls.get("postgres")
+        for name, control in (("workflows: no kills", True), ("workflows: SIGKILL workers", False)):
+            store = ChaosStore.fresh(url, outbox_url)
+            cases.append(Case(name, store.label, _on(store, kill_workflows), store.drop, control,
+                              kills_faster=2.0))  # fmt: skip
+    return cases
+
+
 async def run_all(args: argparse.Namespace) -> list[Run]:
     plan = SHORT if args.short else FULL
     if args.jobs:
         plan = replace(plan, jobs=args.jobs)
+    if args.workflows:
+        plan = replace(plan, workflows=args.workflows)
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="neverlost-chaos-") as tmp:
         root = Path(tmp)
-        for index, case in enumerate(_matrix(_stores(args, root), root)):
+        cases = _matrix(_stores(args, root), root)
+        cases = [case for case in cases if args.scenario.lower() in case.scenario.lower()]
+        for index, case in enumerate(cases):
             workdir = root / f"run-{index}"
             workdir.mkdir()
-            step = replace(plan, kill_every_s=0.0) if case.control else plan
+            every = 0.0 if case.control else plan.kill_every_s / case.kills_faster
+            step = replace(plan, kill_every_s=every)
             started = time.monotonic()
             try:
                 verdict: Verdict | None = await case.run(step, workdir)
@@ -148,16 +171,16 @@ def render(runs: list[Run], console: Console) -> None:
     table = Table(title="chaos: at least once, checked")
     for column in ("scenario", "store", "jobs", "kills", "executions", "lost", "duplicates",
                    "stalls", "unexpected", "unexplained", "effects", "effect dups",
-                   "s"):  # fmt: skip
+                   "workflows", "s"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("scenario", "store") else "right")
     for run in runs:
         if run.verdict is None:
             table.add_row(run.scenario, run.store, f"[red]{run.error}[/red]")
             continue
         row = run.verdict.as_row()
-        effects = [run.verdict.effects, run.verdict.effect_duplicates]
+        extras = [run.verdict.effects, run.verdict.effect_duplicates, run.verdict.workflows]
         table.add_row(run.scenario, run.store, *(str(v) for v in row.values()),
-                      *("-" if v is None else str(v) for v in effects),
+                      *("-" if v is None else str(v) for v in extras),
                       f"{run.seconds:.0f}")  # fmt: skip
     console.print(table)
     for run in runs:
@@ -187,8 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda text: set(text.split(",")),
         help="stores to run, comma-separated (sqlite,postgres,redis)",
     )
+    parser.add_argument(
+        "--scenario", default="", help="only the scenarios whose name contains this (workflows)"
+    )
     parser.add_argument("--short", action="store_true", help="the quick variant")
     parser.add_argument("--jobs", type=int, help="jobs per run (default 2000, short 300)")
+    parser.add_argument(
+        "--workflows", type=int, help="workflows per workflow run (default 200, short 60)"
+    )
     args = parser.parse_args(argv)  # fmt: skip
     unknown = args.only - {"sqlite", "postgres", "redis"}
     if unknown:

@@ -44,6 +44,8 @@ class Verdict:
     """The effects variant: effect rows committed (one per job when each committed once)."""
     effect_duplicates: int | None = None
     """Jobs whose effect was committed more than once (0 through an inbox)."""
+    workflows: int | None = None
+    """The workflow variant: the committed workflows checked (``jobs`` counts their jobs)."""
 
     @property
     def unexplained(self) -> int:
@@ -106,9 +108,13 @@ def _check_executions(
     runs: list[Mapping[str, Any]],
     killed: set[int],
     verdict: Verdict,
+    name: str | None = None,
 ) -> None:
+    """One completed job's executions against the rules; ``name`` is how problems name the
+    job (``job <id>`` by default)."""
+    name = name or f"job {job_id}"
     if not runs:
-        verdict.problems.append(f"job {job_id} completed without an execution in the ledger")
+        verdict.problems.append(f"{name} completed without an execution in the ledger")
         return
     if len(runs) > 1:
         verdict.duplicates += 1
@@ -116,31 +122,29 @@ def _check_executions(
     deliveries = [_delivery(run) for run in runs]
     if len(set(deliveries)) != len(deliveries):
         verdict.problems.append(
-            f"job {job_id}: one delivery ran twice (attempt, stalls: {sorted(deliveries)})"
+            f"{name}: one delivery ran twice (attempt, stalls: {sorted(deliveries)})"
         )
     last = max(runs, key=_delivery)
     for run in runs:
         if run is not last and run["pid"] not in killed:
             verdict.problems.append(
-                f"job {job_id}: attempt {run['attempt']} ran in pid {run['pid']}, which was "
+                f"{name}: attempt {run['attempt']} ran in pid {run['pid']}, which was "
                 f"not killed, and the job ran again (attempt {last['attempt']})"
             )
     if info.attempts != last["attempt"]:
         verdict.problems.append(
-            f"job {job_id}: the store counts {info.attempts} attempts, the last execution "
+            f"{name}: the store counts {info.attempts} attempts, the last execution "
             f"was attempt {last['attempt']}"
         )
     if info.attempts > 1:
         verdict.problems.append(
-            f"job {job_id} spent {info.attempts} attempts, though its handler never fails: a "
+            f"{name} spent {info.attempts} attempts, though its handler never fails: a "
             "kill or an outage cost it an attempt, not a stall"
         )
     if info.stalls < len(runs) - 1:
-        verdict.problems.append(
-            f"job {job_id} ran {len(runs)} times with {info.stalls} stall(s) counted"
-        )
+        verdict.problems.append(f"{name} ran {len(runs)} times with {info.stalls} stall(s) counted")
     if not killed and info.attempts != len(runs):
-        verdict.problems.append(f"job {job_id}: {info.attempts} claims, {len(runs)} executions")
+        verdict.problems.append(f"{name}: {info.attempts} claims, {len(runs)} executions")
 
 
 def check_effects(

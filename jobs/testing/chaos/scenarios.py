@@ -44,6 +44,8 @@ class ChaosPlan:
     rollback_every: int = 5
     deadline_s: float = 240
     seed: int | None = None
+    workflows: int = 200
+    """The workflow scenario's workflows (``kill_workflows``; ``jobs`` is the others' size)."""
 
 
 async def _until(

@@ -2,7 +2,8 @@
 
 Runs a runner (and, when the store has an outbox, a relay) on the store. Its handlers write a
 ``start`` and an ``end`` line to the ledger around each execution, so the checker can count
-executions per job and tell which process held them. Prints ``ready`` once started; SIGTERM
+executions per job, tell which process held them and, for a workflow's jobs, in which order
+they ran. Prints ``ready`` once started; SIGTERM
 drains and exits 0.
 """
 
@@ -40,6 +41,8 @@ from .stores import ChaosStore
 
 WORK = "chaos.work"
 ORDER = "chaos.order"
+STEP = "chaos.step"
+"""A job of a chaos workflow; its payload names the workflow and the job's place in it."""
 
 
 class ChaosHandlers:
@@ -50,9 +53,9 @@ class ChaosHandlers:
         self.handler_s = handler_ms / 1000
         self.effects = effects
 
-    async def _execute(self, ctx: JobContext, **fields: Any) -> None:
+    async def _execute(self, ctx: JobContext, slower: int = 1, **fields: Any) -> None:
         self.ledger.write("start", job=ctx.id, attempt=ctx.attempt, stalls=ctx.stalls, **fields)
-        await asyncio.sleep(self.handler_s)
+        await asyncio.sleep(self.handler_s * slower)
         self.ledger.write("end", job=ctx.id, attempt=ctx.attempt, stalls=ctx.stalls, **fields)
 
     @job_handler(WORK)
@@ -62,6 +65,15 @@ class ChaosHandlers:
     @job_handler(ORDER)
     async def order(self, payload: dict[str, Any], ctx: JobContext) -> None:
         await self._execute(ctx, order=payload["order"])
+
+    @job_handler(STEP)
+    async def step(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        """A workflow's job: ``wf`` (the run's number of the workflow) and ``step`` (the
+        job's index in it) go to the ledger, whose order the checker reads the DAG's by; it
+        runs ``slower`` times as long as the others (a group's last child: a callback released
+        before it completed would start while it still runs)."""
+        slower = int(payload.get("slower", 1))
+        await self._execute(ctx, slower, wf=payload["wf"], step=payload["step"])
 
     @job_handler(EFFECT)
     async def effect(self, payload: dict[str, Any], ctx: JobContext) -> None:

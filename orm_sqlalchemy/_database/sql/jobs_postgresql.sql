@@ -337,8 +337,9 @@ WHERE workflow_id = :workflow_id AND (expires_at IS NULL OR expires_at > {now})
 ORDER BY workflow_seq;
 
 
--- name: complete_many
--- complete for a group of (id, lease_token, result) at once; returns the ids it completed.
+-- name: complete_many_update
+-- (A fragment: complete_many and complete_many_workflow end it with what they return.)
+-- complete for a group of (id, lease_token, result) at once.
 UPDATE {table} AS j SET
     state = 'completed', lease_token = NULL, due_at = NULL, finished_at = {now},
     result = done.result,
@@ -346,7 +347,21 @@ UPDATE {table} AS j SET
 FROM unnest(CAST(:ids AS text[]), CAST(:lease_tokens AS text[]), CAST(:results AS text[]))
     AS done(id, lease_token, result)
 WHERE j.id = done.id AND j.lease_token = done.lease_token AND j.state = 'active'
+
+-- name: complete_many
+-- Returns the ids it completed.
+{statement:complete_many_update}
 RETURNING j.id;
+
+-- name: complete_many_workflow
+-- complete_many of workflow jobs (their lease tokens say so), their dependents settled with
+-- them (workflow_release): two parents of one job completed here count it down by two.
+WITH RECURSIVE settled AS (
+    {statement:complete_many_update}
+    RETURNING j.id, j.type, j.state
+),
+{statement:workflow_release}
+{statement:workflow_outcome};
 
 -- name: retry
 -- :uncount 1 gives the attempt back (RetryLater: attempts - 1), 0 keeps it spent.

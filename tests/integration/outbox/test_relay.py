@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from jobs import (
     JobHandlerRegistry,
@@ -22,6 +21,7 @@ from jobs.errors import StoreUnavailableError
 from jobs.spi import OutboxEntry
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
 from orm_sqlalchemy import outbox as outbox_module
+from orm_sqlalchemy.factory import drop_prefixed_tables
 from tests.integration.outbox.conftest import OutboxHarness
 from tests.support import captured_logs, wait_until
 
@@ -58,8 +58,7 @@ class App:
         await self.jobs.close()
         if self.harness.postgres:
             async with self.tm.engine.begin() as conn:
-                for table in ("queue", "workers"):
-                    await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}{table}"'))
+                await drop_prefixed_tables(conn, self.harness.prefix)
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
-from sqlalchemy import text
 
 from jobs import (
     InProcessJobDriver,
@@ -34,6 +33,7 @@ from jobs import (
     OutboxRelay,
 )
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyTransactionManager
+from orm_sqlalchemy.factory import drop_prefixed_tables
 from redis_jobs import RedisJobDriver, delete_namespace
 from tests.integration.outbox.conftest import OutboxHarness
 from tests.stores import REDIS_URL, StoreTarget
@@ -74,8 +74,7 @@ class Drivers:
                 await client.aclose()
         elif kind == "sql" and self.harness.postgres:
             async with self.harness.engine().begin() as conn:
-                for table in ("queue", "workers"):
-                    await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}{table}"'))
+                await drop_prefixed_tables(conn, self.harness.prefix)
 
 
 @pytest.fixture(params=DRIVERS)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import text
 
 from jobs import JobOutboxPublisher, JobQueue, ManualClock, OutboxRelay
 from jobs.errors import PayloadError
@@ -14,6 +13,7 @@ from jobs.new_job import NewJob
 from jobs.spi import WORKFLOW_ENTRY_TYPE, outbox_workflow_id
 from jobs.workflow import Workflow, WorkflowError, chain, group
 from orm_sqlalchemy import SQLAlchemyJobStore, SQLAlchemyOutboxStore, SQLAlchemyTransactionManager
+from orm_sqlalchemy.factory import drop_prefixed_tables
 from tests.integration.outbox.conftest import OutboxHarness
 
 LEASE_MS = 30_000
@@ -34,8 +34,7 @@ class App:
         await self.jobs.close()
         if self.harness.postgres:
             async with self.tm.engine.begin() as conn:
-                for table in ("queue", "workers", "audit", "counters", "edges"):
-                    await conn.execute(text(f'DROP TABLE IF EXISTS "{self.harness.prefix}{table}"'))
+                await drop_prefixed_tables(conn, self.harness.prefix)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from sqlalchemy import text
 from jobs.clock import ManualClock
 from jobs.spi import JobDriver
 from orm_sqlalchemy.engine import create_engine
+from orm_sqlalchemy.factory import drop
 from orm_sqlalchemy.store import SQLAlchemyJobStore
 from tests.stores import POSTGRES_URL
 
@@ -84,8 +85,4 @@ class StoreHarness:
         for store in self._stores:
             await store.close()
         if self.postgres:
-            await self.sql('DROP TABLE IF EXISTS "{table}"')
-            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}workers"')
-            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}audit"')
-            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}counters"')
-            await self.sql(f'DROP TABLE IF EXISTS "{self.prefix}edges"')
+            await drop(self.url, self.prefix)

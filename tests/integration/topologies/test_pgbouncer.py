@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, text
+from sqlalchemy import Column, Integer, MetaData, Table
 from sqlalchemy.engine import make_url
 
 from jobs.testing import new_request
@@ -26,6 +26,7 @@ from orm_sqlalchemy import (
     SQLAlchemyTransactionManager,
     create_engine,
 )
+from orm_sqlalchemy.factory import drop_prefixed_tables
 from orm_sqlalchemy.tables import notify_channel
 from tests.pgbouncer import POOL_SIZE, PgBouncer
 from tests.stores import POSTGRES_URL
@@ -64,8 +65,7 @@ async def prefix(pgbouncer: PgBouncer) -> AsyncIterator[str]:
     engine = create_engine(POSTGRES_URL)
     try:
         async with engine.begin() as conn:
-            for table in ("queue", "workers", "entries", "orders"):
-                await conn.execute(text(f'DROP TABLE IF EXISTS "{prefix}{table}"'))
+            await drop_prefixed_tables(conn, prefix)
     finally:
         await engine.dispose()
 
