@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from ..errors import DriverError
 from ..failures import describe_cause
+from ..options import DEFAULT_QUEUE
 from ..spi import JOB_STATES
 from .formatting import now_ms, pretty_json
 
@@ -115,6 +116,7 @@ class Pages:
             job_type=job_type,
             queue=queue,
             queues=await self.source.queue_names(),
+            show_queue=any(job.queue != DEFAULT_QUEUE for job in rows),  # else every row's
             search=search,
             limit=limit,
             paged=cursor is not None,
