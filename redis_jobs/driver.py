@@ -199,7 +199,6 @@ class RedisJobDriver:
         (``check_request``: a NaN or 1e20 would be stored as a run_at of -2^63)."""
         self._check_open()
         check_request(job)
-        _check_queue_supported(job)
         job_keys, job_args = self._enqueue_parts(job)
         status = await self._scripts.per_job("enqueue", self._enqueue_shared(), job_keys, job_args)
         return _enqueued(job, status)
@@ -215,7 +214,6 @@ class RedisJobDriver:
             return []
         for job in jobs:
             check_request(job)
-            _check_queue_supported(job)
         statuses = await self._scripts.batch_of(
             "enqueue", self._enqueue_shared(), jobs, self._enqueue_into
         )
@@ -235,10 +233,10 @@ class RedisJobDriver:
     def _enqueue_into(self, job: JobRequest, keys: list[str], args: list[ScriptArg]) -> None:
         """Adds the enqueue script's KEYS and ARGV of ``job`` (see enqueue.lua)."""
         names = self._keys
-        key, trace, job_type = job.key, job.trace_context, job.type
+        key, trace, job_type, queue = job.key, job.trace_context, job.type, job.queue
         keys += (
             names.job(job.id),
-            names.ready(job_type),
+            names.ready(job_type, queue),
             names.signal(job_type),
             names.index_prefix if key is None else names.index(key),
         )
@@ -257,13 +255,12 @@ class RedisJobDriver:
             trace or "",
             job.max_stalls,
             job.priority,
+            "" if queue == DEFAULT_QUEUE else queue,
         )
 
     async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
         """The workflow's jobs in one script, all or nothing (``workflows``)."""
         self._check_open()
-        for job in jobs:
-            _check_queue_supported(job.request)
         await self._workflows.enqueue_workflow(workflow_id, jobs)
 
     async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
@@ -277,14 +274,15 @@ class RedisJobDriver:
     ) -> list[ClaimedJob]:
         self._check_open()
         wanted = list(dict.fromkeys(types))
-        if limit <= 0 or not wanted or queue != DEFAULT_QUEUE:  # no job is in another queue
+        if limit <= 0 or not wanted:
             return []
         keys = self._keys
         names = [keys.job_prefix, keys.index_prefix, keys.failed, keys.state_prefix]
         for job_type in wanted:
-            names += [keys.ready(job_type), keys.leased(job_type)]
+            names += [keys.ready(job_type, queue), keys.leased(job_type, queue)]
         args: list[ScriptArg] = [self._now(), lease_ms, min(limit, MAX_CLAIM)]
-        args.append(os.urandom(8).hex())
+        random = os.urandom(8).hex()
+        args.append(random if queue == DEFAULT_QUEUE else f"{random}~{queue.encode().hex()}")
         args += [self._retention.failed_ms, EXPIRY_MARGIN_MS, *STALLED_PARTS]
         args += [DEFAULT_MAX_STALLS, *wanted]
         reply = await self._scripts.call("claim", names, args)
@@ -292,10 +290,10 @@ class RedisJobDriver:
 
     async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
         self._check_open()
-        job_type = _token_type(lease_token)
-        if job_type is None:
+        lane = _token_lane(lease_token)
+        if lane is None:
             return False
-        job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
+        job_keys = [self._keys.job(job_id), self._keys.leased(*lane)]
         shared: Shared = ([], [self._now()])
         job_args: list[ScriptArg] = [job_id, lease_token, lease_ms]
         return bool(
@@ -304,10 +302,10 @@ class RedisJobDriver:
 
     async def set_progress(self, job_id: str, lease_token: str, progress: str) -> bool:
         self._check_open()
-        job_type = _token_type(lease_token)
-        if job_type is None:
+        lane = _token_lane(lease_token)
+        if lane is None:
             return False
-        job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
+        job_keys = [self._keys.job(job_id), self._keys.leased(*lane)]
         shared: Shared = ([], [""])
         job_args: list[ScriptArg] = [job_id, lease_token, progress]
         return bool(
@@ -328,11 +326,11 @@ class RedisJobDriver:
         positions: list[int] = []
         parts: list[tuple[list[str], list[ScriptArg]]] = []
         for position, (job_id, token) in enumerate(jobs):
-            job_type = _token_type(token)
-            if job_type is not None:
+            lane = _token_lane(token)
+            if lane is not None:
                 positions.append(position)
                 result = "" if results is None else results[position] or ""
-                parts.append(([keys.job(job_id), keys.leased(job_type)], [job_id, token, result]))
+                parts.append(([keys.job(job_id), keys.leased(*lane)], [job_id, token, result]))
         if parts:
             statuses = await self._scripts.batch("finish", self._finish_of("completed"), parts)
             for position, status in zip(positions, statuses, strict=True):
@@ -386,15 +384,15 @@ class RedisJobDriver:
     ) -> tuple[list[str], list[ScriptArg]] | None:
         """The retry function's KEYS and ARGV of one job; None when the token names no type
         (stale without a call)."""
-        job_type = _token_type(token)
-        if job_type is None:
+        lane = _token_lane(token)
+        if lane is None:
             return None
         keys = self._keys
         job_keys = [
             keys.job(job_id),
-            keys.leased(job_type),
-            keys.ready(job_type),
-            keys.signal(job_type),
+            keys.leased(*lane),
+            keys.ready(*lane),
+            keys.signal(lane[0]),
         ]
         return job_keys, [job_id, token, delay_ms, error, flags]
 
@@ -428,10 +426,8 @@ class RedisJobDriver:
         queue: str | None = None,
     ) -> JobPage:
         operations = self._open_operations()
-        if queue is not None and queue != DEFAULT_QUEUE:  # no job is in another queue
-            return JobPage(jobs=[])
         return await operations.list_jobs(
-            state=state, job_type=job_type, limit=limit, cursor=cursor
+            state=state, job_type=job_type, limit=limit, cursor=cursor, queue=queue
         )
 
     async def find_job(self, key: str) -> JobInfo | None:
@@ -461,8 +457,7 @@ class RedisJobDriver:
         return await self._open_operations().stats()
 
     async def queue_stats(self) -> dict[str, QueueStats]:
-        """Every job is in the default queue here (named queues are refused at enqueue)."""
-        return default_queue_stats(await self.stats())
+        return await self._open_operations().queue_stats()
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         await self._open_operations().register_worker(worker, ttl_ms)
@@ -496,7 +491,7 @@ class RedisJobDriver:
         self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
     ) -> None:
         self._check_open()
-        wanted = list(dict.fromkeys(types)) if DEFAULT_QUEUE in queues else []
+        wanted = list(dict.fromkeys(types))
         if not wanted:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), max(timeout_ms, 0) / 1000)
@@ -505,8 +500,11 @@ class RedisJobDriver:
         keys = self._keys
         names = [
             name
+            for queue in queues
             for job_type in wanted
-            for name in (keys.ready(job_type), keys.leased(job_type), keys.signal(job_type))
+            for name in (
+                keys.ready(job_type, queue), keys.leased(job_type, queue), keys.signal(job_type)
+            )
         ]
         now, due = await self._scripts.call("peek", names, [self._now()])
         wait_ms = timeout_ms if due < 0 else min(timeout_ms, due - now)
@@ -556,10 +554,10 @@ class RedisJobDriver:
     async def _finish(self, job_id: str, token: str, state: JobState, text: str | None) -> bool:
         """Complete (``text``: the result) or fail (``text``: the error) a held job."""
         self._check_open()
-        job_type = _token_type(token)
-        if job_type is None:
+        lane = _token_lane(token)
+        if lane is None:
             return False
-        job_keys = [self._keys.job(job_id), self._keys.leased(job_type)]
+        job_keys = [self._keys.job(job_id), self._keys.leased(*lane)]
         job_args: list[ScriptArg] = [job_id, token, text or ""]
         shared = self._finish_of(state)
         return bool(await self._scripts.per_job("finish", shared, job_keys, job_args))
@@ -604,34 +602,17 @@ def _enqueued(job: JobRequest, status: Any) -> str | None:
     return job.id if status == 1 else None
 
 
-def _check_queue_supported(job: JobRequest) -> None:
-    if job.queue != DEFAULT_QUEUE:
-        raise DriverError(
-            f"job {job.id}: the Redis driver keeps every job in the default queue so far; "
-            f"named queues ({job.queue!r}) are not supported by it yet"
-        )
-
-
-def default_queue_stats(by_type: dict[str, JobTypeStats]) -> dict[str, QueueStats]:
-    """``queue_stats`` of a store whose jobs are all in ``"default"``: its types summed."""
-    if not by_type:
-        return {}
-    rows = by_type.values()
-    ages = [row.oldest_due_age_ms for row in rows if row.oldest_due_age_ms is not None]
-    return {
-        DEFAULT_QUEUE: QueueStats(
-            queue=DEFAULT_QUEUE,
-            due=sum(row.due for row in rows),
-            scheduled=sum(row.scheduled for row in rows),
-            active=sum(row.active for row in rows),
-            completed=sum(row.completed for row in rows),
-            failed=sum(row.failed for row in rows),
-            cancelled=sum(row.cancelled for row in rows),
-            oldest_due_age_ms=max(ages) if ages else None,
-        )
-    }
-
-
-def _token_type(token: str) -> str | None:
+def _token_lane(token: str) -> tuple[str, str] | None:
+    """The (type, queue) a lease token names: ``<attempt>:<random>.<n>:<type>`` in the default
+    queue, ``<attempt>:<random>~<queue as hex>.<n>:<type>`` in another; None: none (stale)."""
     parts = token.split(":", 2)
-    return parts[2] if len(parts) == 3 else None
+    if len(parts) != 3:
+        return None
+    middle = parts[1]
+    if "~" not in middle:
+        return parts[2], DEFAULT_QUEUE
+    try:
+        queue = bytes.fromhex(middle.split("~", 1)[1].split(".", 1)[0]).decode()
+    except ValueError:
+        return None
+    return parts[2], queue

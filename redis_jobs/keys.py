@@ -5,6 +5,9 @@
     {ns}:job:<id>        hash    the job record
     {ns}:ready:<type>    zset    pending jobs of a type, score = run_at (epoch ms)
     {ns}:leased:<type>   zset    active jobs of a type, score = lease expiry (epoch ms)
+    {ns}:qready:<queue>/<type>   zset  the same, of a named queue other than "default"
+    {ns}:qleased:<queue>/<type>  zset  (a queue name holds no '/')
+    {ns}:types:lanes     set     '<queue>/<type>' of every named queue's jobs (stats walks it)
     {ns}:signal:<type>   list    wake-up signals for idle runners of a type (trimmed, short TTL)
     {ns}:key:<key>       string  idempotency key -> id of the job holding it
     {ns}:completed       zset    completed jobs, score = end of retention (epoch ms)
@@ -31,6 +34,8 @@ move the hash tag (and let one namespace's keys be spelled as another's).
 from __future__ import annotations
 
 import re
+
+from jobs.spi.support import DEFAULT_QUEUE
 
 MAX_NAMESPACE_LENGTH = 200
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
@@ -92,11 +97,15 @@ class Keys:
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
 
-    def ready(self, job_type: str) -> str:
-        return self.prefix + "ready:" + job_type
+    def ready(self, job_type: str, queue: str = DEFAULT_QUEUE) -> str:
+        if queue == DEFAULT_QUEUE:
+            return self.prefix + "ready:" + job_type
+        return self.prefix + "qready:" + queue + "/" + job_type
 
-    def leased(self, job_type: str) -> str:
-        return self.prefix + "leased:" + job_type
+    def leased(self, job_type: str, queue: str = DEFAULT_QUEUE) -> str:
+        if queue == DEFAULT_QUEUE:
+            return self.prefix + "leased:" + job_type
+        return self.prefix + "qleased:" + queue + "/" + job_type
 
     def signal(self, job_type: str) -> str:
         return self.prefix + "signal:" + job_type

@@ -33,6 +33,7 @@ from jobs.spi import (
     JobState,
     JobTypeStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkerRegistration,
 )
@@ -57,6 +58,10 @@ TIES = 100
 """``list_actions`` reads this many more actions than a page: those of the cursor's own
 millisecond that precede it are skipped."""
 ANY_STATE_BUT_ACTIVE = "pending,completed,failed,cancelled"
+QUEUE_SCAN_PAGES = 10
+"""Index pages a ``list_jobs(queue=...)`` reads at most before it answers (maybe short)."""
+MAX_SCAN_PAGE = 200
+"""Jobs per index page such a listing reads."""
 
 
 class RedisOperations:
@@ -95,7 +100,10 @@ class RedisOperations:
         job_type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
+        if queue is not None:
+            return await self._list_of_queue(state, job_type, limit, cursor, queue)
         after = decode_cursor(cursor) if cursor is not None else None
         args: list[ScriptArg] = [
             self._now(),
@@ -114,6 +122,32 @@ class RedisOperations:
             last = (int(record.get("created_at", record["run_at"])), job_id)
         more = int(reply[0]) == 1 and last is not None
         return JobPage(jobs=jobs, next_cursor=encode_cursor(*last) if more and last else None)
+
+    async def _list_of_queue(
+        self, state: JobState | None, job_type: str | None, limit: int, cursor: str | None,
+        queue: str,
+    ) -> JobPage:
+        """``list_jobs`` of one named queue: pages of the state (and type) indexes filtered by
+        the jobs' queue, read until ``limit`` match or ``QUEUE_SCAN_PAGES`` pages were read (a
+        short page then, with a cursor to go on from: the indexes are not kept per queue)."""
+        jobs: list[JobInfo] = []
+        for _ in range(QUEUE_SCAN_PAGES):
+            page = await self.list_jobs(
+                state=state, job_type=job_type, limit=MAX_SCAN_PAGE, cursor=cursor
+            )
+            for index, job in enumerate(page.jobs):
+                if job.queue != queue:
+                    continue
+                jobs.append(job)
+                if len(jobs) == limit:
+                    rest = page.jobs[index + 1 :]
+                    if not rest and page.next_cursor is None:
+                        return JobPage(jobs=jobs)
+                    return JobPage(jobs=jobs, next_cursor=_cursor_of(job))
+            cursor = page.next_cursor
+            if cursor is None:
+                return JobPage(jobs=jobs)
+        return JobPage(jobs=jobs, next_cursor=cursor)
 
     async def find_job(self, key: str) -> JobInfo | None:
         holder = await self._client.get(self._keys.index(key))
@@ -199,6 +233,24 @@ class RedisOperations:
                 oldest_due_age_ms=None if oldest < 0 else int(oldest),
             )
         return result
+
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Due, scheduled and active per queue (finished jobs are not indexed per queue)."""
+        call = self._scripts.call("stats", [self._keys.prefix], [self._now(), "queues"])
+        reply = json.loads(await call)
+        return {
+            queue: QueueStats(
+                queue=queue,
+                due=int(due),
+                scheduled=int(scheduled),
+                active=int(active),
+                completed=None,
+                failed=None,
+                cancelled=None,
+                oldest_due_age_ms=None if oldest < 0 else int(oldest),
+            )
+            for queue, (due, scheduled, active, oldest) in sorted(reply.items())
+        }
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         registration = json.dumps(
@@ -385,3 +437,8 @@ def _worker(record: dict[str, Any]) -> WorkerInfo:
         started_at=to_datetime(int(record["started_at"])),
         last_seen=to_datetime(int(record["last_seen"])),
     )
+
+
+def _cursor_of(job: JobInfo) -> str:
+    """The cursor that resumes a listing strictly after ``job``."""
+    return encode_cursor(to_epoch_ms(job.created_at or job.run_at), job.id)

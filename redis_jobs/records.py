@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jobs.spi import DEFAULT_MAX_STALLS, JOB_STATES, FailedAttempt, JobInfo, JobProgress, JobState
-from jobs.spi.support import decode_payload, to_datetime
+from jobs.spi.support import DEFAULT_QUEUE, decode_payload, to_datetime
 
 from .errors import RedisScriptError
 
@@ -43,6 +43,7 @@ def job_info(job_id: str, record: dict[str, str]) -> JobInfo:
             stalls=int(record.get("stalls", 0)),
             max_stalls=int(record.get("max_stalls", DEFAULT_MAX_STALLS)),
             priority=int(record.get("priority", 0)),
+            queue=record.get("queue") or DEFAULT_QUEUE,
             result=decode_payload(record["result"]) if "result" in record else None,
             progress=JobProgress.of_text(record.get("progress")),
             workflow_id=record.get("workflow"),

@@ -92,6 +92,7 @@ class RedisWorkflows:
                 request.priority,
                 json.dumps(list(job.depends_on)) if job.depends_on else "",
                 json.dumps(list(job.continue_after)) if job.continue_after else "",
+                request.queue,
             )
         names = [keys.prefix, keys.workflow(workflow_id)]
         await self._scripts.call("enqueue_workflow", names, args, durable=True)

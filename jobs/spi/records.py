@@ -285,15 +285,17 @@ class JobTypeStats:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueStats:
-    """One named queue's numbers, as ``JobTypeStats`` gives a type's (``queue_stats``)."""
+    """One named queue's numbers, as ``JobTypeStats`` gives a type's (``queue_stats``).
+    ``completed``, ``failed``, ``cancelled``: None where the store does not count finished jobs
+    per queue (Redis: its finished jobs are indexed by state and type only)."""
 
     queue: str
     due: int = 0
     scheduled: int = 0
     active: int = 0
-    completed: int = 0
-    failed: int = 0
-    cancelled: int = 0
+    completed: int | None = 0
+    failed: int | None = 0
+    cancelled: int | None = 0
     oldest_due_age_ms: int | None = None
 
 

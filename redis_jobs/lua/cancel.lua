@@ -14,11 +14,12 @@ local now = now_ms(ARGV[1])
 local ns, key, id = KEYS[1], KEYS[2], ARGV[2]
 local sp = ns .. 'state:'
 
-local job = load_job(key, {'key', 'keep_until', 'created_at', 'expires_at', 'workflow'})
+local job = load_job(key, {'key', 'keep_until', 'created_at', 'expires_at', 'workflow',
+  'queue'})
 if job == nil or (job.state ~= 'pending' and job.state ~= 'active') then
   return 0
 end
-local source = ns .. (job.state == 'pending' and 'ready:' or 'leased:') .. job.type
+local source = lane_key(ns, job.state == 'pending' and 'ready' or 'leased', job.queue, job.type)
 local cancelled = ns .. 'cancelled'
 check_type_once(source, 'zset')
 check_type_once(cancelled, 'zset')

@@ -79,6 +79,17 @@ local function int(number)
   return string.format('%d', number)
 end
 
+-- A lane: the jobs of one named queue and type. Its ready (pending) and leased (active) zsets
+-- are '{ns}:ready:<type>' and '{ns}:leased:<type>' for the default queue (a record without a
+-- 'queue' field, as before named queues), and '{ns}:qready:<queue>/<type>',
+-- '{ns}:qleased:<queue>/<type>' for another (a queue name holds no '/').
+local function lane_key(ns, kind, queue, job_type)
+  if not queue or queue == 'default' then
+    return ns .. kind .. ':' .. job_type
+  end
+  return ns .. 'q' .. kind .. ':' .. queue .. '/' .. job_type
+end
+
 -- Priorities in the ready zsets: a pending job's score is run_at - priority * BAND, so that a
 -- zset holds one band of scores per priority, the highest priority first, each by run_at (run_at
 -- is below 2500-01-01, under 2^44 ms; |priority| <= 100 keeps every score exact in a double). A
@@ -546,7 +557,7 @@ end
 -- same script as their parent's end, transitively down the DAG (a workflow holds at most
 -- redis_jobs.workflows.MAX_WORKFLOW_JOBS jobs: that bounds the walk).
 local WORKFLOW_CHILD = job_fields({'workflow', 'waiting', 'dependents', 'priority',
-  'created_at', 'keep_until', 'errors'})
+  'created_at', 'keep_until', 'errors', 'queue'})
 
 -- The namespace prefix '{ns}:' of a state index prefix '{ns}:state:'.
 local function namespace_of(sp)
@@ -636,7 +647,7 @@ local function plan_workflow(journal, sp, key, id, job, ended, unfinished, now)
             plan.children[#plan.children + 1] = child
           end
           child.dirty = true
-          child.ready = ns .. 'ready:' .. child_job.type
+          child.ready = lane_key(ns, 'ready', child_job.queue, child_job.type)
           check_type_once(child.ready, 'zset')
           if parent[3] == 'completed' or edge[2] == 1 then
             child.left = child.left - 1

@@ -11,7 +11,9 @@
 -- then 13 per job:  id, type, payload (JSON text), max attempts, delay ms,
 --                   run_at ms or '' (now + delay), timeout ms or '', keep_until ms or '',
 --                   flags ('k' has a key, 't' has a trace context), key, trace context,
---                   max stalls, priority (its ready score: ready_score, in common.lua)
+--                   max stalls, priority (its ready score: ready_score, in common.lua),
+--                   queue ('' for the default queue; another's lane is added to the set
+--                   KEYS[6] .. ':lanes', '<queue>/<type>', which stats walks)
 --
 -- Returns per job: 1 stored (or already stored with the same id, type and payload, as when a
 -- client retries a call whose reply was lost), 0 a live job holds the key, -1 the id is taken
@@ -129,12 +131,12 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
     end
   end
   local timeout, keep_until, flags = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
-  local priority = ARGV[a + 13]
+  local priority, queue = ARGV[a + 13], ARGV[a + 14]
   local score = run_at
   if priority ~= '0' then
     score = ready_score(tonumber(run_at), tonumber(priority))
   end
-  if timeout == '' and keep_until == '' and flags == '' and priority == '0' then
+  if timeout == '' and keep_until == '' and flags == '' and priority == '0' and queue == '' then
     redis.call('HSET', record, 'type', job_type, 'payload', ARGV[a + 3], 'state', 'pending',
       'attempts', '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text,
       'max_stalls', ARGV[a + 12])
@@ -145,6 +147,11 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
     if priority ~= '0' then
       fields[#fields + 1] = 'priority'
       fields[#fields + 1] = priority
+    end
+    if queue ~= '' then
+      fields[#fields + 1] = 'queue'
+      fields[#fields + 1] = queue
+      redis.call('SADD', types .. ':lanes', queue .. '/' .. job_type)
     end
     if timeout ~= '' then
       fields[#fields + 1] = 'timeout_ms'
@@ -203,7 +210,7 @@ now_text = int(now)
 prefix, completed, failed, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 sp, types = KEYS[5], KEYS[6]
 cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
-local jobs = (#ARGV - 3) / 13
+local jobs = (#ARGV - 3) / 14
 alone = jobs == 1
 if alone then
   known_types, checked_of, unseen = nil, nil, nil
@@ -220,7 +227,7 @@ end
 
 local results = {}
 for job = 0, jobs - 1 do
-  local k, a = 6 + job * 4, 3 + job * 13
+  local k, a = 6 + job * 4, 3 + job * 14
   local ok, result, go, stale, run_at, has_key, known, signals, all_key, typed_key =
     pcall(check, k, a)
   if not ok then

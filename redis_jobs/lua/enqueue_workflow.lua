@@ -18,7 +18,7 @@
 -- signal); one with parents is pending but in no ready zset, 'waiting' for them (see the
 -- workflow helpers in common.lua, which the settles use to release or cancel it). Returns 1.
 
-local JOB_ARGS = 13
+local JOB_ARGS = 14
 
 -- per call
 local now = now_ms(ARGV[1])
@@ -66,9 +66,9 @@ for job = 0, count - 1 do
       continues[id .. '\0' .. parent] = true
     end
   end
+  check_type_once(lane_key(ns, 'ready', ARGV[a + 14], job_type), 'zset')
   if known[job_type] == nil then
     known[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
-    check_type_once(ns .. 'ready:' .. job_type, 'zset')
     check_signal(ns .. 'signal:' .. job_type)
     check_state_indexes(sp, job_type, 'pending')
   end
@@ -90,7 +90,8 @@ for job = 0, count - 1 do
     '0', 'max_attempts', ARGV[a + 4], 'run_at', run_at, 'created_at', now_text, 'max_stalls',
     ARGV[a + 10], 'workflow', workflow_id}
   local optional = {{'priority', priority ~= '0' and priority}, {'timeout_ms', ARGV[a + 7]},
-    {'keep_until', ARGV[a + 8]}, {'trace_context', ARGV[a + 9]}}
+    {'keep_until', ARGV[a + 8]}, {'trace_context', ARGV[a + 9]},
+    {'queue', ARGV[a + 14] ~= 'default' and ARGV[a + 14]}}
   for _, field in ipairs(optional) do
     if field[2] and field[2] ~= '' then
       fields[#fields + 1] = field[1]
@@ -109,11 +110,15 @@ for job = 0, count - 1 do
       edges[#edges + 1] = {id, continues[id .. '\0' .. parent] and 1 or 0}
     end
   else
-    later_zadd(ns .. 'ready:' .. job_type, ready_score(tonumber(run_at), tonumber(priority)), id)
+    later_zadd(lane_key(ns, 'ready', ARGV[a + 14], job_type),
+      ready_score(tonumber(run_at), tonumber(priority)), id)
     later_signal(ns .. 'signal:' .. job_type)
   end
   redis.call('HSET', ns .. 'job:' .. id, unpack(fields))
   later_move(sp, id, job_type, now_text, nil, 'pending')
+  if ARGV[a + 14] ~= 'default' then
+    redis.call('SADD', types .. ':lanes', ARGV[a + 14] .. '/' .. job_type)
+  end
   if not known[job_type] then
     later_sadd(types, job_type)
     known[job_type] = true

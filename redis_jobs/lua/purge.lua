@@ -27,7 +27,7 @@ local cutoff = ARGV[4] ~= '' and now - tonumber(ARGV[4]) or nil
 local retain, margin = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 local function check(k, a)
-  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'finished_at', 'workflow'})
+  local job = load_job(KEYS[k + 1], {'key', 'created_at', 'finished_at', 'workflow', 'queue'})
   if job == nil or not wanted[job.state] then
     return 0
   end
@@ -39,7 +39,7 @@ local function check(k, a)
   end
   local plan = {key = KEYS[k + 1], id = ARGV[a + 1], job = job}
   if job.state == 'pending' then
-    plan.source = ns .. 'ready:' .. job.type
+    plan.source = lane_key(ns, 'ready', job.queue, job.type)
   else
     plan.source = ns .. job.state
   end

@@ -18,7 +18,7 @@ local cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 local function check(k, a)
   local job = load_job(KEYS[k + 1], {'key', 'created_at', 'expires_at', 'priority',
-    'workflow'})
+    'workflow', 'queue'})
   if job == nil or (job.state ~= 'failed' and job.state ~= 'cancelled') then
     return 0
   end
@@ -26,7 +26,7 @@ local function check(k, a)
     return 0
   end
   local plan = {
-    key = KEYS[k + 1], id = ARGV[a + 1], job = job, ready = ns .. 'ready:' .. job.type,
+    key = KEYS[k + 1], id = ARGV[a + 1], job = job, ready = lane_key(ns, 'ready', job.queue, job.type),
     signal = ns .. 'signal:' .. job.type, finished = ns .. job.state,
   }
   check_type_once(plan.ready, 'zset')

@@ -1,20 +1,29 @@
 -- stats.lua: per job type, due / scheduled / active / completed / failed / cancelled counts and
 -- the age of the oldest due job, from the per-type sorted sets (no scan of the jobs).
 --
--- KEYS[1]  namespace prefix, '{ns}:' (the types set, ready and state keys are spelled from it)
+-- KEYS[1]  namespace prefix, '{ns}:' (the types set, the lanes set, ready and state keys are
+--          spelled from it)
 -- ARGV[1]  now ms, or '' for the server's TIME
+-- ARGV[2]  'queues' for the numbers per named queue instead (see below), else ''
 --
 -- Returns a JSON object: type -> [due, scheduled, active, completed, failed, cancelled,
 -- oldest due age ms or -1]; types with no job in any state are left out. Finished counts are
--- the jobs still listed (retention ends are pruned as later jobs finish).
+-- the jobs still listed (retention ends are pruned as later jobs finish). A type's pending jobs
+-- are those of its lanes: the default queue's ready zset and those of the named queues its
+-- jobs were enqueued in ('{ns}:types:lanes' holds '<queue>/<type>').
+-- Per queue: queue -> [due, scheduled, active, oldest due age ms or -1], from the lanes' ready
+-- and leased zsets (finished jobs are not indexed per queue).
 
 local now = now_ms(ARGV[1])
 local ns = KEYS[1]
+local lanes_key = ns .. 'types:lanes'
 check_type(ns .. 'types', 'set')
+check_type(lanes_key, 'set')
 local result = {}
 local any = false
-for _, job_type in ipairs(redis.call('SMEMBERS', ns .. 'types')) do
-  local ready = ns .. 'ready:' .. job_type
+
+-- Due and scheduled members of a ready zset, and its oldest due run_at (nil: none due).
+local function pending(ready)
   check_type(ready, 'zset')
   -- Per priority present (ready_score): its due members and its oldest due run_at.
   local due, oldest_due = 0, nil
@@ -27,7 +36,57 @@ for _, job_type in ipairs(redis.call('SMEMBERS', ns .. 'types')) do
       end
     end
   end)
-  local row = {due, redis.call('ZCARD', ready) - due}
+  return due, redis.call('ZCARD', ready) - due, oldest_due
+end
+
+local named = {}  -- type -> the named queues of its lanes
+for _, lane in ipairs(redis.call('SMEMBERS', lanes_key)) do
+  local slash = string.find(lane, '/', 1, true)
+  if slash then
+    local job_type = string.sub(lane, slash + 1)
+    named[job_type] = named[job_type] or {}
+    table.insert(named[job_type], string.sub(lane, 1, slash - 1))
+  end
+end
+
+if ARGV[2] == 'queues' then
+  local function add(queue, job_type)
+    local due, scheduled, oldest_due = pending(lane_key(ns, 'ready', queue, job_type))
+    local leased = lane_key(ns, 'leased', queue, job_type)
+    check_type(leased, 'zset')
+    local active = redis.call('ZCARD', leased)
+    if due + scheduled + active > 0 then
+      local row = result[queue] or {0, 0, 0, -1}
+      row[1], row[2], row[3] = row[1] + due, row[2] + scheduled, row[3] + active
+      if oldest_due ~= nil and (row[4] < 0 or now - oldest_due > row[4]) then
+        row[4] = now - oldest_due
+      end
+      result[queue] = row
+      any = true
+    end
+  end
+  for _, job_type in ipairs(redis.call('SMEMBERS', ns .. 'types')) do
+    add('default', job_type)
+    for _, queue in ipairs(named[job_type] or {}) do
+      add(queue, job_type)
+    end
+  end
+  if not any then
+    return '{}'
+  end
+  return cjson.encode(result)
+end
+
+for _, job_type in ipairs(redis.call('SMEMBERS', ns .. 'types')) do
+  local due, scheduled, oldest_due = pending(lane_key(ns, 'ready', nil, job_type))
+  for _, queue in ipairs(named[job_type] or {}) do
+    local more_due, more_scheduled, more_oldest = pending(lane_key(ns, 'ready', queue, job_type))
+    due, scheduled = due + more_due, scheduled + more_scheduled
+    if more_oldest ~= nil and (oldest_due == nil or more_oldest < oldest_due) then
+      oldest_due = more_oldest
+    end
+  end
+  local row = {due, scheduled}
   for _, state in ipairs({'active', 'completed', 'failed', 'cancelled'}) do
     local index = ns .. 'state:' .. state .. ':' .. job_type
     check_type(index, 'zset')
