@@ -128,7 +128,7 @@ def _workflow_cases(urls: dict[str, str]) -> list[Case]:
         for name, control in (("workflows: no kills", True), ("workflows: SIGKILL workers", False)):
             store = ChaosStore.fresh(url, outbox_url)
             cases.append(Case(name, store.label, _on(store, kill_workflows), store.drop, control,
-                              kills_faster=2.0))  # fmt: skip
+                              kills_faster=4.0))  # fmt: skip
     return cases
 
 
