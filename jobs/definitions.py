@@ -10,7 +10,13 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from .errors import PayloadValidationError
-from .options import check_max_attempts, check_max_stalls, check_priority, check_timeout_ms
+from .options import (
+    check_max_attempts,
+    check_max_stalls,
+    check_priority,
+    check_queue,
+    check_timeout_ms,
+)
 from .payload import MAX_TYPE_LENGTH, check_name
 
 M = TypeVar("M", bound=BaseModel)
@@ -26,6 +32,7 @@ class JobDefinition(Generic[M]):
     timeout_ms: int | None = None
     max_stalls: int | None = None
     priority: int | None = None
+    queue: str | None = None
 
     def validate(self, payload: Any) -> M:
         """The payload as a model; PayloadValidationError names the type, schema and fields."""
@@ -53,12 +60,14 @@ def define_job(
     timeout_ms: int | None = None,
     max_stalls: int | None = None,
     priority: int | None = None,
+    queue: str | None = None,
 ) -> JobDefinition[M]:
     """Declare a job type whose payload must fit ``schema`` (a pydantic model).
 
     ``max_attempts``, ``timeout_ms`` and ``max_stalls`` are the job's defaults (a handler's
     own options win); ``priority`` the default priority of its jobs (an enqueue's own wins,
-    then a handler's); JobOptionError here if one is not an int in its range (``jobs.options``).
+    then a handler's); ``queue`` the named queue its jobs wait in (likewise; None: ``"default"``);
+    JobOptionError here if one is not an int in its range (``jobs.options``).
 
     >>> SendReceipt = define_job("receipt.send", Receipt, max_attempts=5)
     >>> await queue.enqueue(SendReceipt, Receipt(invoice_id=7))
@@ -75,7 +84,9 @@ def define_job(
         max_stalls = check_max_stalls(max_stalls, where)
     if priority is not None:
         priority = check_priority(priority, where)
-    return JobDefinition(type, schema, max_attempts, timeout_ms, max_stalls, priority)
+    if queue is not None:
+        queue = check_queue(queue, where)
+    return JobDefinition(type, schema, max_attempts, timeout_ms, max_stalls, priority, queue)
 
 
 @runtime_checkable

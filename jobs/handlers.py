@@ -18,6 +18,7 @@ from .options import (
     check_max_attempts,
     check_max_stalls,
     check_priority,
+    check_queue,
     check_timeout_ms,
 )
 from .payload import MAX_TYPE_LENGTH, check_name
@@ -51,6 +52,9 @@ class HandlerOptions:
     inbox: JobInbox | None = None
     priority: int | None = None
     """The default priority of the type's jobs (a request's own ``priority`` wins)."""
+    queue: str | None = None
+    """The default queue of the type's jobs (a request's own ``queue`` wins); a runner given
+    no queues serves it besides ``"default"``."""
     concurrency: int | None = None
     """At most this many attempts of the type at once in one runner (None: no limit of its
     own; the runner's ``concurrency`` bounds every type together)."""
@@ -88,6 +92,7 @@ def job_handler(
     inbox: JobInbox | None = None,
     priority: int | None = None,
     concurrency: int | None = None,
+    queue: str | None = None,
 ) -> _TypedHandlerDecorator[M]: ...
 
 
@@ -104,6 +109,7 @@ def job_handler(
     inbox: JobInbox | None = None,
     priority: int | None = None,
     concurrency: int | None = None,
+    queue: str | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -119,6 +125,7 @@ def job_handler(
     inbox: JobInbox | None = None,
     priority: int | None = None,
     concurrency: int | None = None,
+    queue: str | None = None,
 ) -> Callable[[F], F] | _TypedHandlerDecorator[Any]:
     """Mark a bean method as the handler of a job type.
 
@@ -140,6 +147,9 @@ def job_handler(
     ``concurrency``: at most that many attempts of the type at once in one runner, the
     runner's other slots left to other types (a runner claims no more of the type than it
     has room for, and hands back at no cost any a claim brought beyond it).
+    ``queue``: the named queue the type's jobs wait in unless an ``enqueue(..., queue=)`` names
+    another (``check_queue``); only runners serving it claim them (a runner given no
+    ``queues`` serves ``"default"`` and every queue its handlers name).
     """
     options = _options(
         type_or_definition,
@@ -152,6 +162,7 @@ def job_handler(
         inbox,
         priority,
         concurrency,
+        queue,
     )
 
     def decorate(method: F) -> F:
@@ -183,6 +194,7 @@ def _options(
     inbox: JobInbox | None = None,
     priority: int | None = None,
     concurrency: int | None = None,
+    queue: str | None = None,
 ) -> HandlerOptions:
     if isinstance(type_or_definition, JobDefinition):
         definition: JobDefinition[Any] | None = type_or_definition
@@ -201,6 +213,8 @@ def _options(
         priority = check_priority(priority, where)
     if concurrency is not None:
         concurrency = check_concurrency(concurrency, where)
+    if queue is not None:
+        queue = check_queue(queue, where)
     if timezone is not None and cron is None:
         raise ValueError(f"handler {job_type!r} has a timezone but no cron schedule")
     if cron is not None:
@@ -210,6 +224,7 @@ def _options(
         timeout_ms = timeout_ms if timeout_ms is not None else definition.timeout_ms
         max_stalls = max_stalls if max_stalls is not None else definition.max_stalls
         priority = priority if priority is not None else definition.priority
+        queue = queue if queue is not None else definition.queue
     return HandlerOptions(
         job_type=job_type,
         definition=definition,
@@ -222,6 +237,7 @@ def _options(
         inbox=None if inbox is None else _checked_inbox(inbox, job_type),
         priority=priority,
         concurrency=concurrency,
+        queue=queue,
     )
 
 
@@ -305,6 +321,7 @@ class JobHandlerRegistry:
         inbox: JobInbox | None = None,
         priority: int | None = None,
         concurrency: int | None = None,
+        queue: str | None = None,
     ) -> RegisteredHandler:
         """Register a plain function (or bound method) as the handler of a job type."""
         options = _options(
@@ -318,6 +335,7 @@ class JobHandlerRegistry:
             inbox,
             priority,
             concurrency,
+            queue,
         )
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 
@@ -347,6 +365,13 @@ class JobHandlerRegistry:
     def types(self) -> frozenset[str]:
         """Job types with a handler: what a runner claims."""
         return self._types
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        """The queues the handlers name (``queue=`` of a handler or its definition), by name:
+        what a runner given no ``queues`` serves besides ``"default"``."""
+        named = {h.options.queue for h in self._handlers.values() if h.options.queue}
+        return tuple(sorted(named))
 
     @property
     def limits(self) -> dict[str, int]:

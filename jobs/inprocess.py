@@ -27,6 +27,7 @@ from .errors import DriverError
 from .inprocess_index import JobIndex
 from .inprocess_record import JobRecord, job_info
 from .operations import decode_cursor, encode_cursor
+from .options import DEFAULT_QUEUE
 from .settings import Retention
 from .spi.records import (
     AuditPage,
@@ -38,6 +39,7 @@ from .spi.records import (
     JobStateCounts,
     JobTypeStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkerRegistration,
     WorkflowJob,
@@ -47,6 +49,7 @@ from .spi.records import (
 from .worker_table import WorkerTable
 
 _Entry = tuple[int, int, str]  # (time ms, sequence, job id)
+_Lane = tuple[str, str]  # (queue, type): a named queue's jobs of one type
 
 
 class InProcessJobDriver:
@@ -70,8 +73,8 @@ class InProcessJobDriver:
         self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
         self._jobs: dict[str, JobRecord] = {}
         self._keys: dict[str, str] = {}
-        self._ready: dict[str, dict[int, list[_Entry]]] = {}  # type -> priority -> heap
-        self._leased: dict[str, list[_Entry]] = {}
+        self._ready: dict[_Lane, dict[int, list[_Entry]]] = {}  # -> priority -> heap
+        self._leased: dict[_Lane, list[_Entry]] = {}
         self._finished: list[_Entry] = []
         self._workflows: dict[str, dict[str, None]] = {}
         """A workflow's id -> its jobs' ids still stored, in the order they were stored."""
@@ -188,6 +191,7 @@ class InProcessJobDriver:
             created_at=now,
             max_stalls=job.max_stalls,
             priority=job.priority,
+            queue=job.queue,
         )
         self._jobs[job.id] = record
         if job.key is not None:
@@ -199,13 +203,15 @@ class InProcessJobDriver:
 
     # -- consumer ------------------------------------------------------------------------------
 
-    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+    async def claim(
+        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+    ) -> list[ClaimedJob]:
         self._check_open()
         now = self._clock.now_ms()
         self._prune(now)
         claimed: list[ClaimedJob] = []
         for job_type in types:
-            heap = self._leased.get(job_type)
+            heap = self._leased.get((queue, job_type))
             while heap and heap[0][0] <= now and len(claimed) < limit:
                 _, seq, job_id = heapq.heappop(heap)
                 record = self._jobs.get(job_id)
@@ -218,7 +224,7 @@ class InProcessJobDriver:
                     continue
                 claimed.append(self._lease(record, lease_ms, now, reclaimed=True))
         while len(claimed) < limit:
-            record = self._pop_due(types, now)
+            record = self._pop_due(types, queue, now)
             if record is None:
                 break
             claimed.append(self._lease(record, lease_ms, now, reclaimed=False))
@@ -231,7 +237,8 @@ class InProcessJobDriver:
         record.lease_until = self._clock.now_ms() + lease_ms
         record.seq = next(self._seq)
         heapq.heappush(
-            self._leased.setdefault(record.type, []), (record.lease_until, record.seq, record.id)
+            self._leased.setdefault((record.queue, record.type), []),
+            (record.lease_until, record.seq, record.id),
         )
         return True
 
@@ -324,10 +331,11 @@ class InProcessJobDriver:
         job_type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
         self._prune(self._clock.now_ms())
         before = decode_cursor(cursor) if cursor is not None else None
-        ids, last = self._index.page(state, job_type, limit, before)
+        ids, last = self._index.page(state, job_type, limit, before, queue)
         return JobPage(
             jobs=[job_info(self._jobs[job_id]) for job_id in ids],
             next_cursor=encode_cursor(*last) if last is not None else None,
@@ -433,6 +441,11 @@ class InProcessJobDriver:
                 )
         return stats
 
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        now = self._clock.now_ms()
+        self._prune(now)
+        return self._index.queue_stats(now, self._oldest_in_queue)
+
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         self._check_open()
         self._workers.register(worker, ttl_ms)
@@ -465,10 +478,12 @@ class InProcessJobDriver:
     async def read_counts(self, since_ms: int, job_type: str | None = None) -> list[OutcomeCount]:
         return await self._counters.read_counts(since_ms, job_type)
 
-    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+    async def wait_for_work(
+        self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
+    ) -> None:
         self._check_open()
         now = self._clock.now_ms()
-        next_due = self._next_due(types)
+        next_due = self._next_due(types, queues)
         if next_due is not None and next_due <= now:
             return
         wait_ms = timeout_ms if next_due is None else min(timeout_ms, next_due - now)
@@ -506,9 +521,10 @@ class InProcessJobDriver:
 
     def _push_ready(self, record: JobRecord) -> None:
         record.seq = next(self._seq)
-        heaps = self._ready.get(record.type)
+        lane = (record.queue, record.type)
+        heaps = self._ready.get(lane)
         if heaps is None:
-            heaps = self._ready[record.type] = {}
+            heaps = self._ready[lane] = {}
         heap = heaps.get(record.priority)
         if heap is None:
             heap = heaps[record.priority] = []
@@ -524,14 +540,14 @@ class InProcessJobDriver:
             heapq.heappop(heap)
         return None
 
-    def _pop_due(self, types: Collection[str], now: int) -> JobRecord | None:
+    def _pop_due(self, types: Collection[str], queue: str, now: int) -> JobRecord | None:
         """The due pending job to claim next: the highest priority, then the earliest run_at
         (then the earliest pushed)."""
         best: tuple[int, int, int] | None = None
         best_entry: _Entry | None = None
         best_heap: list[_Entry] | None = None
         for job_type in types:
-            heaps = self._ready.get(job_type)
+            heaps = self._ready.get((queue, job_type))
             if not heaps:
                 continue
             for priority, heap in heaps.items():
@@ -546,25 +562,31 @@ class InProcessJobDriver:
         heapq.heappop(best_heap)
         return self._jobs[best_entry[2]]
 
-    def _ready_heads(self, job_type: str) -> list[_Entry]:
-        """The head of each of ``job_type``'s pending heaps (one per priority)."""
+    def _ready_heads(self, lane: _Lane) -> list[_Entry]:
+        """The head of each of the lane's pending heaps (one per priority)."""
         heads = []
-        for heap in self._ready.get(job_type, {}).values():
+        for heap in self._ready.get(lane, {}).values():
             entry = self._head(heap, "pending")
             if entry is not None:
                 heads.append(entry)
         return heads
 
-    def _next_due(self, types: Collection[str]) -> int | None:
-        times = [entry[0] for job_type in types for entry in self._ready_heads(job_type)]
-        for job_type in types:
-            entry = self._head(self._leased.get(job_type), "active")
+    def _next_due(self, types: Collection[str], queues: Collection[str]) -> int | None:
+        lanes = [(queue, job_type) for queue in queues for job_type in types]
+        times = [entry[0] for lane in lanes for entry in self._ready_heads(lane)]
+        for lane in lanes:
+            entry = self._head(self._leased.get(lane), "active")
             if entry is not None:
                 times.append(entry[0])
         return min(times, default=None)
 
     def _oldest_pending(self, job_type: str) -> int | None:
-        return min((entry[0] for entry in self._ready_heads(job_type)), default=None)
+        lanes = [lane for lane in self._ready if lane[1] == job_type]
+        return min((entry[0] for lane in lanes for entry in self._ready_heads(lane)), default=None)
+
+    def _oldest_in_queue(self, queue: str) -> int | None:
+        lanes = [lane for lane in self._ready if lane[0] == queue]
+        return min((entry[0] for lane in lanes for entry in self._ready_heads(lane)), default=None)
 
     def _to_pending(self, record: JobRecord, run_at: int, now: int) -> None:
         record.state = "pending"
@@ -584,7 +606,8 @@ class InProcessJobDriver:
         record.token = f"{record.attempts}:{record.seq}"
         record.lease_until = now + lease_ms
         heapq.heappush(
-            self._leased.setdefault(record.type, []), (record.lease_until, record.seq, record.id)
+            self._leased.setdefault((record.queue, record.type), []),
+            (record.lease_until, record.seq, record.id),
         )
         return ClaimedJob(
             id=record.id,

@@ -30,6 +30,7 @@ class JobRecord:
     created_at: int
     max_stalls: int = DEFAULT_MAX_STALLS
     priority: int = 0
+    queue: str = "default"
     state: JobState = "pending"
     attempts: int = 0
     stalls: int = 0
@@ -73,6 +74,7 @@ def job_info(record: JobRecord) -> JobInfo:
         stalls=record.stalls,
         max_stalls=record.max_stalls,
         priority=record.priority,
+        queue=record.queue,
         result=None if record.result is None else decode_payload(record.result),
         progress=JobProgress.of_text(record.progress),
         workflow_id=record.workflow_id,

@@ -30,3 +30,5 @@ class NewJob:
     """A W3C traceparent to carry (an outbox entry's); None: the caller's current span."""
     priority: int | None = None
     """None: the handler's, else the definition's default, else 0."""
+    queue: str | None = None
+    """None: the handler's, else the definition's default, else ``"default"``."""

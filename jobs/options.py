@@ -22,7 +22,7 @@ max_stalls      0 to ``MAX_STALLS`` (0: the first expired lease fails the job)
 priority        ``MIN_PRIORITY`` to ``MAX_PRIORITY`` (higher runs first; default 0)
 =============== ======================================================================
 
-Queues and limits (issue 30; the drivers' use of them lands with the claim): ``check_queue``
+Queues and limits (issue 30): ``check_queue``
 takes a queue name (``DEFAULT_QUEUE`` unless given): 1 to ``MAX_QUEUE_LENGTH`` characters of
 letters, digits and ``_ - . :``, so that it can name store keys as it is (no Redis hash-tag
 braces, no spaces, no NUL). ``parse_queues`` reads a worker's ``--queues`` list (strict order,
@@ -178,6 +178,8 @@ def parse_queues(value: object, where: str = "") -> QueueWeights:
     (weights: all or none), or a sequence of names. JobOptionError naming ``queues`` if not:
     empty, a name twice, a bad name, a weight not a whole number from 1."""
     parts: list[str]
+    if isinstance(value, QueueWeights):
+        return value
     if isinstance(value, str):
         parts = [part.strip() for part in value.split(",")]
     elif isinstance(value, (list, tuple)):
@@ -291,9 +293,10 @@ def check_request(job: JobRequest) -> None:
     only for a value that fails them, to raise its error."""
     max_attempts, timeout_ms, delay_ms = job.max_attempts, job.timeout_ms, job.delay_ms
     max_stalls, run_at_ms, keep_until_ms = job.max_stalls, job.run_at_ms, job.keep_until_ms
-    priority = job.priority
+    priority, queue = job.priority, job.queue
     if not (
-        type(priority) is int
+        (queue == DEFAULT_QUEUE or _is_queue(queue))
+        and type(priority) is int
         and MIN_PRIORITY <= priority <= MAX_PRIORITY
         and type(max_attempts) is int
         and 0 < max_attempts <= MAX_ATTEMPTS
@@ -318,12 +321,21 @@ def _refuse_request(job: JobRequest) -> None:
     check_delay_ms(job.delay_ms, where)
     check_max_stalls(job.max_stalls, where)
     check_priority(job.priority, where)
+    check_queue(job.queue, where)
     if job.timeout_ms is not None:
         check_timeout_ms(job.timeout_ms, where)
     for option in ("run_at_ms", "keep_until_ms"):
         value = getattr(job, option)
         if value is not None:
             _int_in(option, value, 0, MAX_RUN_AT_MS - 1, f"before {_MAX_RUN_AT}", where)
+
+
+def _is_queue(value: object) -> bool:
+    return (
+        type(value) is str
+        and len(value) <= MAX_QUEUE_LENGTH
+        and _QUEUE_NAME.fullmatch(value) is not None
+    )
 
 
 def _int_in(option: str, value: object, low: int, high: int, span: str, where: str) -> int:

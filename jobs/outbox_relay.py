@@ -341,6 +341,7 @@ class JobOutboxPublisher:
             run_at=run_at,
             max_attempts=entry.max_attempts,
             priority=entry.priority,
+            queue=entry.queue,
         )
 
     async def publish_many(self, entries: Sequence[OutboxEntry]) -> None:
@@ -362,6 +363,7 @@ class JobOutboxPublisher:
                     max_attempts=entry.max_attempts,
                     trace_context=entry.trace_context,
                     priority=entry.priority,
+                    queue=entry.queue,
                 )
             )
         if jobs:

@@ -38,6 +38,7 @@ def workflow_of_entry(payload: Mapping[str, Any], trace_context: str | None = No
             max_attempts=job.get("max_attempts"),
             timeout_ms=job.get("timeout_ms"),
             priority=job.get("priority"),
+            queue=job.get("queue"),
             trace_context=trace_context,
         )
         after = [added[index] for index in job.get("after", ())]

@@ -21,6 +21,7 @@ from .errors import DriverError, JobOptionError
 from .metrics import record_enqueued, record_enqueued_batch
 from .new_job import NewJob
 from .options import (
+    DEFAULT_QUEUE,
     MAX_ATTEMPTS,
     MAX_DELAY_MS,
     MAX_PRIORITY,
@@ -29,12 +30,13 @@ from .options import (
     check_delay_ms,
     check_max_attempts,
     check_priority,
+    check_queue,
     check_run_at,
     check_timeout_ms,
 )
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
-from .spi.driver import AuditTrail, JobDriver, OutcomeCounters, WorkflowStore
+from .spi.driver import AuditTrail, JobDriver, OutcomeCounters, QueueOperations, WorkflowStore
 from .spi.records import (
     AuditPage,
     JobInfo,
@@ -42,6 +44,7 @@ from .spi.records import (
     JobRequest,
     JobTypeStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkflowInfo,
     WorkflowJob,
@@ -136,6 +139,7 @@ class JobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -150,6 +154,7 @@ class JobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     async def enqueue(
@@ -163,6 +168,7 @@ class JobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None:
         """Store a job; its id, or None when a live job already holds ``key``.
 
@@ -179,7 +185,9 @@ class JobQueue:
 
         ``priority`` (``MIN_PRIORITY`` to ``MAX_PRIORITY``): among due jobs a higher one is
         claimed first, FIFO by due time within a priority; None: the handler's default, else
-        the definition's, else 0.
+        the definition's, else 0. ``queue``: the named queue the job waits in (only runners
+        serving it claim it; ``check_queue``); None: the handler's default, else the
+        definition's, else ``"default"``.
         """
         return await self._submit(
             type_or_definition,
@@ -190,6 +198,7 @@ class JobQueue:
             timeout_ms,
             key,
             priority=priority,
+            queue=queue,
         )
 
     async def _submit(
@@ -204,6 +213,7 @@ class JobQueue:
         keep_until_ms: int | None = None,
         timeout_s: float | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None:
         """The one way a single job reaches the driver, for ``enqueue`` and the scheduler (an
         internal of the package, not API): the PRODUCER span (the request is built inside it,
@@ -228,6 +238,7 @@ class JobQueue:
                 key=key,
                 keep_until_ms=keep_until_ms,
                 priority=priority,
+                queue=queue,
             )
             job_id = await self._send(request, timeout_s)
         else:
@@ -245,6 +256,7 @@ class JobQueue:
                     key=key,
                     keep_until_ms=keep_until_ms,
                     priority=priority,
+                    queue=queue,
                 )
                 job_id = await self._send(request, timeout_s)
                 enqueued(span, request, job_id)
@@ -379,6 +391,7 @@ class JobQueue:
                         timeout_ms=job.timeout_ms,
                         key=job.key,
                         priority=job.priority,
+                        queue=job.queue,
                     )
                 )
             except ValueError as exc:
@@ -398,6 +411,7 @@ class JobQueue:
         key: str | None = None,
         trace_context: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> JobRequest:
         """The validated request ``enqueue`` would store (for drivers' batch APIs and tests)."""
         return self._request(
@@ -412,6 +426,7 @@ class JobQueue:
             timeout_ms=timeout_ms,
             key=key,
             priority=priority,
+            queue=queue,
         )
 
     def _request(
@@ -429,6 +444,7 @@ class JobQueue:
         key: str | None,
         keep_until_ms: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> JobRequest:
         registry = self._registry
         handler = registry.get(job_type) if registry is not None else None
@@ -461,6 +477,7 @@ class JobQueue:
             max_stalls = self._max_stalls(handler, definition)
             max_attempts = self._max_attempts(handler, definition, max_attempts)
         priority = _priority(priority, handler, definition)
+        queue = _queue(queue, handler, definition)
         text = encode_payload(payload, max_bytes=self._max_payload_bytes)
         return JobRequest(
             id=job_id,
@@ -475,6 +492,7 @@ class JobQueue:
             trace_context=trace_context,
             max_stalls=max_stalls,
             priority=priority,
+            queue=queue,
         )
 
     # -- operating it --------------------------------------------------------------------------
@@ -486,13 +504,24 @@ class JobQueue:
         type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
-        """A page of jobs newest first; ``cursor=page.next_cursor`` for the next one."""
+        """A page of jobs newest first; ``cursor=page.next_cursor`` for the next one.
+        ``queue``: only the jobs of that named queue."""
+        job_state = check.check_state(state) if state is not None else None
+        job_type = check.check_type(type) if type is not None else None
+        size = check.check_limit(limit)
+        after = check.check_cursor(cursor) if cursor is not None else None
+        if queue is None:  # a driver written before queues is called as it was
+            return await self._driver.list_jobs(
+                state=job_state, job_type=job_type, limit=size, cursor=after
+            )
         return await self._driver.list_jobs(
-            state=check.check_state(state) if state is not None else None,
-            job_type=check.check_type(type) if type is not None else None,
-            limit=check.check_limit(limit),
-            cursor=check.check_cursor(cursor) if cursor is not None else None,
+            state=job_state,
+            job_type=job_type,
+            limit=size,
+            cursor=after,
+            queue=check_queue(queue),
         )
 
     async def get_job(self, job_id: str) -> JobInfo | None:
@@ -591,6 +620,17 @@ class JobQueue:
         """Per job type: due, scheduled, active, completed, failed, cancelled, oldest due age."""
         return await self._driver.stats()
 
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Per named queue present in the store: its jobs by state and the oldest due job's
+        age (``stats()`` gives the same per job type).
+
+        NotImplementedError for a driver without it (``jobs.spi.QueueOperations``).
+        """
+        driver = self._driver
+        if not isinstance(driver, QueueOperations):
+            raise NotImplementedError(f"{type_name(driver)} reports no queues")
+        return await driver.queue_stats()
+
     async def workers(self) -> list[WorkerInfo]:
         """The worker processes seen within their last three heartbeat intervals."""
         return await self._driver.list_workers()
@@ -644,6 +684,22 @@ def _priority(
     if definition is not None and definition.priority is not None:
         return definition.priority
     return 0
+
+
+def _queue(
+    requested: str | None,
+    handler: RegisteredHandler | None,
+    definition: JobDefinition[Any] | None,
+) -> str:
+    """A job's queue: the enqueue's (checked), else the handler's (which took the definition's
+    when it had none of its own), else the definition's, else ``DEFAULT_QUEUE``."""
+    if requested is not None:
+        return requested if requested == DEFAULT_QUEUE else check_queue(requested)
+    if handler is not None and handler.options.queue is not None:
+        return handler.options.queue
+    if definition is not None and definition.queue is not None:
+        return definition.queue
+    return DEFAULT_QUEUE
 
 
 def _definition_of(

@@ -42,7 +42,9 @@ from .failures import FailureStreak
 from .handlers import JobHandlerRegistry
 from .leases import Lease, LeaseKeeper
 from .metrics import watch_queue
+from .options import DEFAULT_QUEUE, QueueWeights, parse_queues
 from .presence import WorkerPresence, new_worker_id
+from .queue_order import ClaimOrder, served_queues
 from .retry import DEFAULT_BACKOFF, Backoff
 from .service import BackgroundService
 from .settings import JobsSettings
@@ -69,9 +71,14 @@ class JobRunner(BackgroundService):
         settings: JobsSettings | None = None,
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
+        queues: str | tuple[str, ...] | QueueWeights | None = None,
     ) -> None:
         super().__init__(driver)
         self.settings = settings or JobsSettings()
+        self._queues_given = queues if queues is not None else self.settings.queues
+        if self._queues_given is not None:
+            parse_queues(self._queues_given, "the runner")  # JobOptionError here, not at start
+        self._claim_order: ClaimOrder | None = None
         self.driver = driver
         self.registry = registry
         self.backoff = backoff
@@ -281,7 +288,7 @@ class JobRunner(BackgroundService):
                 await self._wait(self._wait_for_slot())
                 continue
             try:
-                jobs = await self.driver.claim(free, self.lease_ms, types) if types else []
+                jobs = await self._claim(free, types) if types else []
             except Exception as exc:
                 self._contact.failed(exc)
                 # Capped at the poll interval: a store back from an outage is claimed from
@@ -315,6 +322,41 @@ class JobRunner(BackgroundService):
                 await self._wait(self._wait_for_work(types, timeout_ms))
                 seen = self._launches  # those started before the wait ran long ago
 
+    @property
+    def queues(self) -> QueueWeights:
+        """The named queues this runner claims from: ``queues=`` or ``JobsSettings.queues``,
+        else ``"default"`` and the queues its handlers name (as they are when it starts)."""
+        if self._claim_order is not None:
+            return self._claim_order.queues
+        return served_queues(self._queues_given, self.registry.queues)
+
+    def _claim(self, free: int, types: Collection[str]) -> Awaitable[list[ClaimedJob]]:
+        """The driver's claim for ``free`` jobs of ``types`` from this runner's queues: one
+        call (one round trip) when it serves one queue; else one per queue in this claim's
+        order (``ClaimOrder``), the next only while the claim is short."""
+        order = self._claim_order
+        if order is None:
+            order = self._claim_order = ClaimOrder(self.queues)
+        single = order.single
+        if single == DEFAULT_QUEUE:  # as before named queues: a driver of then serves it
+            return self.driver.claim(free, self.lease_ms, types)
+        if single is not None:
+            return self.driver.claim(free, self.lease_ms, types, queue=single)
+        return self._claim_queues(free, types)
+
+    async def _claim_queues(self, free: int, types: Collection[str]) -> list[ClaimedJob]:
+        jobs: list[ClaimedJob] = []
+        claim, lease_ms = self.driver.claim, self.lease_ms
+        assert self._claim_order is not None
+        for queue in self._claim_order.next():
+            if queue == DEFAULT_QUEUE:
+                jobs += await claim(free - len(jobs), lease_ms, types)
+            else:
+                jobs += await claim(free - len(jobs), lease_ms, types, queue=queue)
+            if len(jobs) >= free:
+                break
+        return jobs
+
     def _claimable(self) -> tuple[Collection[str], dict[str, int] | None]:
         """The types to claim, and the room left to each type with a concurrency of its own
         (None: no type has one). A type at its concurrency is left out of the claim."""
@@ -330,7 +372,15 @@ class JobRunner(BackgroundService):
         such a type was left out of the claim."""
         if len(types) < len(self.registry.types):
             return self._work_or_limited_slot(types, timeout_ms)
-        return self.driver.wait_for_work(types, timeout_ms)
+        return self._driver_wait(types, timeout_ms)
+
+    def _driver_wait(self, types: Collection[str], timeout_ms: int) -> Awaitable[None]:
+        """The driver's ``wait_for_work`` for this runner's queues (without ``queues`` when
+        it serves ``"default"`` alone: as before named queues)."""
+        names = self.queues.names
+        if names == (DEFAULT_QUEUE,):
+            return self.driver.wait_for_work(types, timeout_ms)
+        return self.driver.wait_for_work(types, timeout_ms, queues=names)
 
     def _room(self, limits: dict[str, int]) -> dict[str, int]:
         """How many more jobs of each limited type this runner may hold: its ``concurrency``
@@ -372,7 +422,7 @@ class JobRunner(BackgroundService):
         freed = self._limited_freed
         assert freed is not None
         freed.clear()
-        work = asyncio.ensure_future(self.driver.wait_for_work(types, timeout_ms))
+        work = asyncio.ensure_future(self._driver_wait(types, timeout_ms))
         slot = asyncio.ensure_future(freed.wait())
         try:
             await asyncio.wait((work, slot), return_when=asyncio.FIRST_COMPLETED)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .options import check_max_stalls
+from .options import QueueWeights, check_max_stalls, parse_queues
 from .results import DEFAULT_MAX_RESULT_BYTES
 from .spi.records import DEFAULT_MAX_STALLS
 
@@ -76,6 +76,12 @@ class JobsSettings:
     ``max_result_bytes`` (64 KiB) bounds the JSON text of a handler's return value, kept with
     its completed job (``JobInfo.result``); a larger or non-JSON one fails the job for good
     with ``ResultError`` (``jobs.results``).
+    ``queues``: the named queues a runner claims from (``jobs.options.parse_queues``):
+    ``"critical,default"`` in strict order (the first drained before the next is claimed
+    from), ``"critical=3,default=1"`` by weight. None (the default): ``"default"``, then the
+    queues its handlers name (``@job_handler(queue=...)`` or their definitions), in strict
+    order, so a worker configured before named queues existed claims what it claimed then.
+    Given, only those (a handler's queue left out is not served by this runner).
     """
 
     concurrency: int = 10
@@ -95,6 +101,7 @@ class JobsSettings:
     schedule_interval_ms: int = 60_000
     prefetch: int | None = None
     max_stalls: int = DEFAULT_MAX_STALLS
+    queues: str | tuple[str, ...] | QueueWeights | None = None
 
     def __post_init__(self) -> None:
         positive = {
@@ -119,6 +126,8 @@ class JobsSettings:
                 f"got {self.default_timeout_ms}"
             )
         check_max_stalls(self.max_stalls, "JobsSettings")
+        if self.queues is not None:
+            parse_queues(self.queues, "JobsSettings")
         if self.prefetch is not None and self.prefetch < 0:
             raise ValueError(f"JobsSettings.prefetch must not be negative, got {self.prefetch}")
         for name in ("retain_completed_ms", "retain_failed_ms", "timeout_grace_ms"):

@@ -36,7 +36,7 @@ from .new_job import NewJob
 from .queue import JobQueue
 from .settings import JobsSettings
 from .spi.driver import JobDriver
-from .spi.records import JobInfo, JobPage, JobTypeStats, WorkerInfo
+from .spi.records import JobInfo, JobPage, JobTypeStats, QueueStats, WorkerInfo
 from .urls import driver_from_url
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ class SyncJobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -136,6 +137,7 @@ class SyncJobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     def enqueue(
@@ -149,6 +151,7 @@ class SyncJobQueue:
         timeout_ms: int | None = None,
         key: str | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None:
         """``JobQueue.enqueue``: the job's id, or None when a live job holds ``key``."""
         return self._call(
@@ -161,6 +164,7 @@ class SyncJobQueue:
             timeout_ms=timeout_ms,
             key=key,
             priority=priority,
+            queue=queue,
         )
 
     def enqueue_many(self, jobs: Iterable[NewJob]) -> list[str | None]:
@@ -182,13 +186,17 @@ class SyncJobQueue:
         type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
         return self._call(
-            self._queue.list_jobs, state=state, type=type, limit=limit, cursor=cursor
+            self._queue.list_jobs, state=state, type=type, limit=limit, cursor=cursor, queue=queue
         )
 
     def stats(self) -> dict[str, JobTypeStats]:
         return self._call(self._queue.stats)
+
+    def queue_stats(self) -> dict[str, QueueStats]:
+        return self._call(self._queue.queue_stats)
 
     def workers(self) -> list[WorkerInfo]:
         return self._call(self._queue.workers)

@@ -101,6 +101,7 @@ from jobs.spi.support import (
     check_max_attempts,
     check_name,
     check_priority,
+    check_queue,
     check_run_at,
     check_timeout_ms,
     current_traceparent,
@@ -337,6 +338,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -350,6 +352,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     async def append(
@@ -362,6 +365,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None:
         """Insert an entry through the caller's open transaction; its id, or None when an
         entry with ``key`` is already in the outbox (``INSERT ... ON CONFLICT DO NOTHING``).
@@ -373,7 +377,8 @@ class SQLAlchemyOutboxStore:
         time, and the job is due then however late the relay publishes it. It is the append
         statement's time, so within the transaction's duration of its commit. Or ``run_at``
         (an aware datetime); neither: due when published. ``max_attempts`` is carried to the
-        job (a handler's own still wins), and ``priority`` (None: the handler's default).
+        job (a handler's own still wins), and ``priority`` and ``queue`` (None: the handler's
+        default).
 
         ``type`` is a job type or a job definition, whose model validates ``payload`` here; a
         type name with a definition in the store's ``definitions`` is validated the same way.
@@ -389,6 +394,7 @@ class SQLAlchemyOutboxStore:
             run_at=run_at,
             max_attempts=max_attempts,
             priority=priority,
+            queue=queue,
         )
         return await self._insert(params)
 
@@ -417,6 +423,7 @@ class SQLAlchemyOutboxStore:
                 run_at=job.run_at,
                 max_attempts=job.max_attempts,
                 priority=job.priority,
+                queue=job.queue,
             )
             timeout_ms = job.timeout_ms
             jobs.append(
@@ -429,6 +436,7 @@ class SQLAlchemyOutboxStore:
                     "run_at_ms": checked["run_at"],
                     "max_attempts": checked["max_attempts"],
                     "priority": checked["priority"],
+                    "queue": checked["queue"],
                     "timeout_ms": None if timeout_ms is None else check_timeout_ms(timeout_ms),
                 }
             )
@@ -477,6 +485,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -491,6 +500,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -505,6 +515,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> Awaitable[str | None]: ...
 
     @overload
@@ -519,6 +530,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> Awaitable[str | None]: ...
 
     def append_in(
@@ -532,6 +544,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | Awaitable[str | None] | None:
         """``append`` through a session or connection the app opened itself, on the store's
         database: the entry commits or rolls back with the app's transaction.
@@ -559,6 +572,7 @@ class SQLAlchemyOutboxStore:
             run_at=run_at,
             max_attempts=max_attempts,
             priority=priority,
+            queue=queue,
         )
         appends = self._app_appends
         if isinstance(session, AsyncSession):
@@ -583,6 +597,7 @@ class SQLAlchemyOutboxStore:
         run_at: datetime | None,
         max_attempts: int | None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> dict[str, Any]:
         """The checked parameters of one entry's INSERT (``append`` and ``append_in``): raises
         before anything is written."""
@@ -605,6 +620,8 @@ class SQLAlchemyOutboxStore:
             max_attempts = check_max_attempts(max_attempts)
         if priority is not None:
             priority = check_priority(priority)
+        if queue is not None:
+            queue = check_queue(queue)
         return {
             "id": str(uuid.uuid4()),
             "type": job_type,
@@ -614,6 +631,7 @@ class SQLAlchemyOutboxStore:
             "run_at": run_at_ms,
             "max_attempts": max_attempts,
             "priority": priority,
+            "queue": queue,
             "trace_context": current_traceparent(),
             "now": None if self._clock is None else self._clock.now_ms(),
         }

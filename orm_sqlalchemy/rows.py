@@ -102,6 +102,7 @@ def job_info(row: Row) -> JobInfo:
         stalls=row["stalls"],
         max_stalls=row["max_stalls"],
         priority=row["priority"],
+        queue=row["queue"],
         result=None if row["result"] is None else decode_payload(row["result"]),
         progress=JobProgress.of_text(row["progress"]),
         workflow_id=row["workflow_id"],
@@ -156,6 +157,7 @@ def outbox_entry(row: Row) -> OutboxEntry:
         run_at_ms=row["run_at"],
         max_attempts=row["max_attempts"],
         priority=row["priority"],
+        queue=row["queue"],
     )
 
 
@@ -212,13 +214,13 @@ def batch_params(jobs: Sequence[JobRequest], *, postgres: bool) -> dict[str, Any
     columns = [
         (job.id, job.type, job.payload, job.max_attempts, job.run_at_ms, job.delay_ms,
          job.timeout_ms, job.key, job.trace_context, job.keep_until_ms, job.max_stalls,
-         job.priority)
+         job.priority, job.queue)
         for job in jobs
     ]  # fmt: skip
     if not postgres:
         return {"jobs": json.dumps(columns)}
     names = ("ids", "types", "payloads", "max_attempts", "run_ats", "delays", "timeouts", "keys",
-             "trace_contexts", "keep_untils", "max_stalls", "priorities")  # fmt: skip
+             "trace_contexts", "keep_untils", "max_stalls", "priorities", "queues")  # fmt: skip
     arrays = zip(*columns, strict=True)
     return {name: list(values) for name, values in zip(names, arrays, strict=True)}
 

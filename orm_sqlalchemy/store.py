@@ -55,11 +55,13 @@ from jobs.spi import (
     JobStateCounts,
     JobTypeStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkerRegistration,
     WorkflowJob,
 )
 from jobs.spi.support import (
+    DEFAULT_QUEUE,
     Clock,
     ManualClock,
     Retention,
@@ -258,6 +260,7 @@ class SQLAlchemyJobStore:
             keep_until=job.keep_until_ms,
             max_stalls=job.max_stalls,
             priority=job.priority,
+            queue=job.queue,
         )
         stored = bool(rows) or not keyed
         if stored:
@@ -358,15 +361,18 @@ class SQLAlchemyJobStore:
 
     # -- consumer ------------------------------------------------------------------------------
 
-    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+    async def claim(
+        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+    ) -> list[ClaimedJob]:
         if limit <= 0 or not types:
             self._check_open()
             return []
-        watch = self._watch_claim(types)
+        watch = self._watch_claim(types, queue)
         try:
             rows = await self._fetch(
                 "claim" if watch is None else "claim_next_due",
                 types=self._types(types),
+                queue=queue,
                 limit=limit,
                 lease_ms=lease_ms,
                 stalled_head=STALLED_HEAD,
@@ -397,13 +403,13 @@ class SQLAlchemyJobStore:
                     row["type"],
                     row["stalls"],
                 )
-        self._next_due.claimed(types, took_all=taken >= limit)
+        self._next_due.claimed(types, took_all=taken >= limit, queue=queue)
         if watch is not None:
             if rows and taken < limit:
                 due_in: int | None = rows[0]["due_in"]
                 if leased:  # those leases end then, and the answer left them out
                     due_in = lease_ms if due_in is None else min(due_in, lease_ms)
-                self._next_due.keep(types, watch, due_in)
+                self._next_due.keep(types, watch, due_in, queue)
             else:
                 self._next_due.drop(watch)
         if stalled_parents or self._prune_due():
@@ -607,7 +613,9 @@ class SQLAlchemyJobStore:
     async def counts(self) -> JobStateCounts:
         return state_counts(await self._fetch("counts"))
 
-    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+    async def wait_for_work(
+        self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
+    ) -> None:
         """Wait for a wake-up, the next due job of ``types`` or ``timeout_ms``, whichever first.
 
         Wakes on enqueues and retries through this store and, on PostgreSQL, through any
@@ -618,7 +626,9 @@ class SQLAlchemyJobStore:
         statement.
         """
         self._check_open()
-        kept = self._next_due.take(types) if types else None
+        queues = list(queues)
+        single = queues[0] if len(queues) == 1 else None
+        kept = self._next_due.take(types, single) if types and single is not None else None
         event = kept.watch if kept is not None else self._waiters.register(types)
         try:
             reopened = self._wakeups is not None and await self._listen(self._wakeups)
@@ -628,7 +638,9 @@ class SQLAlchemyJobStore:
             if kept is not None and not reopened:
                 wait_s = kept.due_in_s(wait_s)
             elif types:
-                rows = await self._fetch("next_due", types=self._types(types))
+                rows = await self._fetch(
+                    "next_due", types=self._types(types), queues=self._types(queues)
+                )
                 due_in = rows[0]["due_in"] if rows else None
                 if due_in is not None:
                     wait_s = min(wait_s, due_in / 1000)
@@ -698,9 +710,10 @@ class SQLAlchemyJobStore:
         job_type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
         return await self._operations.list_jobs(
-            state=state, job_type=job_type, limit=limit, cursor=cursor
+            state=state, job_type=job_type, limit=limit, cursor=cursor, queue=queue
         )
 
     async def find_job(self, key: str) -> JobInfo | None:
@@ -722,6 +735,9 @@ class SQLAlchemyJobStore:
 
     async def cancel(self, job_id: str) -> bool:
         return await self._operations.cancel(job_id)
+
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        return await self._operations.queue_stats()
 
     async def stats(self) -> dict[str, JobTypeStats]:
         return await self._operations.stats()
@@ -816,7 +832,7 @@ class SQLAlchemyJobStore:
             await self._prepare_schema()
         params["now"] = self._now()
 
-    def _watch_claim(self, types: Collection[str]) -> asyncio.Event | None:
+    def _watch_claim(self, types: Collection[str], queue: str) -> asyncio.Event | None:
         """What wakes the wait after a claim of ``types`` (``_database.next_due``); None (the
         plain claim) while a NOTIFY could go unheard (LISTEN not up yet, or impossible behind
         a pooler), and on SQLite. There the wait's next_due joins the settle's group commit
@@ -824,7 +840,7 @@ class SQLAlchemyJobStore:
         against 1.26-1.47, CPU per job 1.61-1.81 ms against 1.65-1.87)."""
         if self._wakeups is None or not self._wakeups.listening:
             return None
-        return self._next_due.watch(types)
+        return self._next_due.watch(types, queue)
 
     def _wake(self, job_type: str | None = None) -> None:
         self._waiters.wake(job_type)

@@ -27,6 +27,7 @@ from jobs.spi import (
     JobState,
     JobTypeStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkerRegistration,
 )
@@ -38,6 +39,7 @@ from jobs.spi.support import (
     check_key,
     check_limit,
     check_purge_states,
+    check_queue,
     check_state,
     check_type,
     decode_cursor,
@@ -101,6 +103,7 @@ class SQLOperations:
         job_type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
         limit = check_limit(limit)
         before_at, before_id = _PAST_EVERY_ROW
@@ -112,6 +115,7 @@ class SQLOperations:
             state=state,  # list_jobs reads neither
             listed=None if state is None else state_key(state),
             type=None if job_type is None else check_type(job_type),
+            queue=None if queue is None else check_queue(queue),
             before_at=before_at,
             before_id=before_id,
             limit=limit + 1,
@@ -172,6 +176,19 @@ class SQLOperations:
                 ),
             )
             for row in sorted(rows, key=lambda row: str(row["type"]))
+        }
+
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        rows = await self._fetch("queue_stats")
+        return {
+            row["queue"]: QueueStats(
+                queue=row["queue"],
+                **{state: int(row[state]) for state in _STATS_COUNTS},
+                oldest_due_age_ms=(
+                    None if row["oldest_due_age_ms"] is None else int(row["oldest_due_age_ms"])
+                ),
+            )
+            for row in sorted(rows, key=lambda row: str(row["queue"]))
         }
 
     async def delete(self, job_id: str) -> bool:

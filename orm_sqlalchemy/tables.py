@@ -11,9 +11,10 @@ of its lease while active, NULL once finished. One partial index on it serves th
 due". A finished row stays until ``expires_at`` (``max(finished_at + retention, keep_until)``):
 while it exists its key drops repeats; past it the row reads as gone and is pruned.
 ``stalls`` counts the leases that expired without a settle, bounded by ``max_stalls``.
-The claim walks a second partial index, on (``priority`` descending, ``due_at``): the highest
-priority first, then the oldest due; in a priority above the one it claims from it steps over
-the entries not yet due (scheduled jobs, live leases) in the index alone.
+The claim walks a second partial index, on (``queue``, ``priority`` descending, ``due_at``): the
+claim's one named queue, the highest priority first, then the oldest due; in a priority above
+the one it claims from it steps over the entries not yet due (scheduled jobs, live leases) in
+the index alone. (It replaced ``ix_<table>_claim``, without the queue, which an upgrade drops.)
 ``result`` is a completed job's result (the handler's return value, JSON text), written by the
 completing statement itself and gone with the row. ``progress`` is the last progress its
 handler reported (``[fraction, message]``), written fenced by the lease token.
@@ -65,7 +66,7 @@ from sqlalchemy.sql.expression import Grouping
 
 from jobs.errors import StoreSchemaError
 from jobs.spi import DEFAULT_MAX_STALLS, DURATION_BOUNDS_MS
-from jobs.spi.support import MAX_KEY_LENGTH, MAX_TYPE_LENGTH
+from jobs.spi.support import MAX_KEY_LENGTH, MAX_QUEUE_LENGTH, MAX_TYPE_LENGTH
 
 __all__ = [
     "DEFAULT_TABLE_PREFIX",
@@ -138,6 +139,7 @@ LIVE = "live"
 """What the state index keys a pending or an active job by (see ``listed_state``)."""
 
 _OLD_STATE_INDEX = "ix_{name}_state"
+_OLD_CLAIM_INDEX = "ix_{name}_claim"
 """The state index of earlier versions, on (state, created_at, id); create_schema drops it."""
 
 
@@ -222,6 +224,9 @@ def job_schema(
             "max_stalls", Integer, nullable=False, server_default=text(str(DEFAULT_MAX_STALLS))
         ),
         Column("priority", Integer, nullable=False, server_default=text("0")),
+        Column(  # the named queue (jobs.options.check_queue)
+            "queue", String(MAX_QUEUE_LENGTH), nullable=False, server_default=text("'default'")
+        ),
         Column("result", Text, nullable=True),  # the handler's return value, JSON text
         Column("progress", Text, nullable=True),  # the last progress reported, JSON text
         Column("workflow_id", String(64), nullable=True),  # jobs.spi.WorkflowStore
@@ -239,8 +244,9 @@ def job_schema(
         f"ux_{name}_key", jobs.c.key, unique=True, postgresql_where=keyed, sqlite_where=keyed
     )
     Index(f"ix_{name}_due", jobs.c.due_at, postgresql_where=claimable, sqlite_where=claimable)
-    Index(  # the claim: the highest priority first, then the earliest due
-        f"ix_{name}_claim",
+    Index(  # the claim: one queue, the highest priority first, then the earliest due
+        f"ix_{name}_queue_claim",
+        jobs.c.queue,
         jobs.c.priority.desc(),
         jobs.c.due_at,
         postgresql_where=claimable,
@@ -407,8 +413,9 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
         indexes = create_missing(connection, found)
         jobs = schema.jobs
         if found[jobs] is not None:
-            if _OLD_STATE_INDEX.format(name=jobs.name) in indexes[jobs]:
-                _drop_old_state_index(connection, jobs)
+            for old in (_OLD_STATE_INDEX, _OLD_CLAIM_INDEX):
+                if old.format(name=jobs.name) in indexes[jobs]:
+                    _drop_index(connection, jobs, old)
             if postgres:
                 _drop_full_key_constraint(connection, jobs)
 
@@ -483,10 +490,11 @@ def _index_names(connection: Connection, table: Table) -> set[str]:
     return {str(name) for (name,) in rows}
 
 
-def _drop_old_state_index(connection: Connection, jobs: Table) -> None:
-    """Drop an earlier version's state index (its successor, ``ix_<table>_by_state``, exists)."""
+def _drop_index(connection: Connection, jobs: Table, old: str) -> None:
+    """Drop an earlier version's index whose successor exists (the state index, replaced by
+    ``ix_<table>_by_state``; the claim index without the queue, by ``ix_<table>_queue_claim``)."""
     preparer = connection.dialect.identifier_preparer
-    name = preparer.quote(_OLD_STATE_INDEX.format(name=jobs.name))
+    name = preparer.quote(old.format(name=jobs.name))
     if jobs.schema is not None:
         name = f"{preparer.quote_schema(jobs.schema)}.{name}"
     connection.execute(text(f"DROP INDEX IF EXISTS {name}"))
@@ -560,6 +568,7 @@ def outbox_schema(
         Column("run_at", BigInteger, nullable=True),  # when the job is due (epoch ms)
         Column("max_attempts", Integer, nullable=True),
         Column("priority", Integer, nullable=True),  # None: the handler's, else 0
+        Column("queue", String(MAX_QUEUE_LENGTH), nullable=True),  # None: likewise, "default"
         schema=schema,
     )
     unpublished = entries.c.published_at.is_(None)

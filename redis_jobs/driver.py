@@ -81,11 +81,18 @@ from jobs.spi import (
     JobStateCounts,
     JobTypeStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkerRegistration,
     WorkflowJob,
 )
-from jobs.spi.support import Clock, Retention, check_request, stalled_error_parts
+from jobs.spi.support import (
+    DEFAULT_QUEUE,
+    Clock,
+    Retention,
+    check_request,
+    stalled_error_parts,
+)
 
 from .keys import Keys
 from .memory_policy import check_memory_policy
@@ -192,6 +199,7 @@ class RedisJobDriver:
         (``check_request``: a NaN or 1e20 would be stored as a run_at of -2^63)."""
         self._check_open()
         check_request(job)
+        _check_queue_supported(job)
         job_keys, job_args = self._enqueue_parts(job)
         status = await self._scripts.per_job("enqueue", self._enqueue_shared(), job_keys, job_args)
         return _enqueued(job, status)
@@ -207,6 +215,7 @@ class RedisJobDriver:
             return []
         for job in jobs:
             check_request(job)
+            _check_queue_supported(job)
         statuses = await self._scripts.batch_of(
             "enqueue", self._enqueue_shared(), jobs, self._enqueue_into
         )
@@ -253,6 +262,8 @@ class RedisJobDriver:
     async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
         """The workflow's jobs in one script, all or nothing (``workflows``)."""
         self._check_open()
+        for job in jobs:
+            _check_queue_supported(job.request)
         await self._workflows.enqueue_workflow(workflow_id, jobs)
 
     async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
@@ -261,10 +272,12 @@ class RedisJobDriver:
 
     # -- consumer ------------------------------------------------------------------------------
 
-    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+    async def claim(
+        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+    ) -> list[ClaimedJob]:
         self._check_open()
         wanted = list(dict.fromkeys(types))
-        if limit <= 0 or not wanted:
+        if limit <= 0 or not wanted or queue != DEFAULT_QUEUE:  # no job is in another queue
             return []
         keys = self._keys
         names = [keys.job_prefix, keys.index_prefix, keys.failed, keys.state_prefix]
@@ -412,8 +425,11 @@ class RedisJobDriver:
         job_type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
         operations = self._open_operations()
+        if queue is not None and queue != DEFAULT_QUEUE:  # no job is in another queue
+            return JobPage(jobs=[])
         return await operations.list_jobs(
             state=state, job_type=job_type, limit=limit, cursor=cursor
         )
@@ -444,6 +460,10 @@ class RedisJobDriver:
     async def stats(self) -> dict[str, JobTypeStats]:
         return await self._open_operations().stats()
 
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Every job is in the default queue here (named queues are refused at enqueue)."""
+        return default_queue_stats(await self.stats())
+
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         await self._open_operations().register_worker(worker, ttl_ms)
 
@@ -472,9 +492,11 @@ class RedisJobDriver:
 
     # -- wake-up and close ---------------------------------------------------------------------
 
-    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+    async def wait_for_work(
+        self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
+    ) -> None:
         self._check_open()
-        wanted = list(dict.fromkeys(types))
+        wanted = list(dict.fromkeys(types)) if DEFAULT_QUEUE in queues else []
         if not wanted:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), max(timeout_ms, 0) / 1000)
@@ -580,6 +602,34 @@ def _enqueued(job: JobRequest, status: Any) -> str | None:
     if status == -1:
         raise DriverError(f"job id {job.id!r} already exists")
     return job.id if status == 1 else None
+
+
+def _check_queue_supported(job: JobRequest) -> None:
+    if job.queue != DEFAULT_QUEUE:
+        raise DriverError(
+            f"job {job.id}: the Redis driver keeps every job in the default queue so far; "
+            f"named queues ({job.queue!r}) are not supported by it yet"
+        )
+
+
+def default_queue_stats(by_type: dict[str, JobTypeStats]) -> dict[str, QueueStats]:
+    """``queue_stats`` of a store whose jobs are all in ``"default"``: its types summed."""
+    if not by_type:
+        return {}
+    rows = by_type.values()
+    ages = [row.oldest_due_age_ms for row in rows if row.oldest_due_age_ms is not None]
+    return {
+        DEFAULT_QUEUE: QueueStats(
+            queue=DEFAULT_QUEUE,
+            due=sum(row.due for row in rows),
+            scheduled=sum(row.scheduled for row in rows),
+            active=sum(row.active for row in rows),
+            completed=sum(row.completed for row in rows),
+            failed=sum(row.failed for row in rows),
+            cancelled=sum(row.cancelled for row in rows),
+            oldest_due_age_ms=max(ages) if ages else None,
+        )
+    }
 
 
 def _token_type(token: str) -> str | None:

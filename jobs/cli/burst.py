@@ -5,16 +5,28 @@ from __future__ import annotations
 
 from loguru import logger
 
+from ..options import DEFAULT_QUEUE
 from ..outbox_relay import OutboxRelay
 from ..queue import JobQueue
 from ..runner import JobRunner
 from .running import STORE_FAILURES, describe_failure
 
 
-async def due_jobs(queue: JobQueue, types: frozenset[str]) -> int:
-    """How many jobs of ``types`` are due now (pending with run_at reached)."""
+async def due_jobs(
+    queue: JobQueue, types: frozenset[str], queues: tuple[str, ...] = (DEFAULT_QUEUE,)
+) -> int:
+    """How many jobs of ``types`` are due now (pending with run_at reached); 0 also when no
+    job of the named ``queues`` is due (a job this worker can claim is of one of its types
+    and in one of its queues: if either count is 0, none is)."""
     stats = await queue.stats()
-    return sum(stats[job_type].due for job_type in types if job_type in stats)
+    due = sum(stats[job_type].due for job_type in types if job_type in stats)
+    if due == 0 or queues == (DEFAULT_QUEUE,):  # one read: the race with a claim as before
+        return due
+    try:
+        by_queue = await queue.queue_stats()
+    except NotImplementedError:
+        return due
+    return due if any(by_queue[name].due for name in queues if name in by_queue) else 0
 
 
 async def nothing_due(
@@ -29,7 +41,7 @@ async def nothing_due(
     if runner.in_flight:
         return False
     try:
-        due = await due_jobs(queue, runner.registry.types)
+        due = await due_jobs(queue, runner.registry.types, runner.queues.names)
     except STORE_FAILURES as exc:
         logger.warning("burst: cannot ask the store what is due ({})", describe_failure(exc))
         return False

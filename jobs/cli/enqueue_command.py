@@ -85,13 +85,18 @@ async def _check_type(target: Target, job_type: str) -> None:
     "[the handler's, else 0]",
 )  # fmt: skip
 @click.option(
+    "--queue", "queue_name", metavar="QUEUE",
+    help="The named queue it waits in (only workers serving it run it). "
+    "[the handler's, else default]",
+)  # fmt: skip
+@click.option(
     "--any-type", is_flag=True,
     help="With APP: enqueue a type the APP has no handler for (a worker elsewhere runs it).",
 )  # fmt: skip
 def enqueue(
     job_type: str, as_json: bool, payload_text: str | None, key: str | None,
     delay: int | None, max_attempts: int | None, timeout_ms: int | None,
-    priority: int | None, any_type: bool, **params: Any,
+    priority: int | None, queue_name: str | None, any_type: bool, **params: Any,
 ) -> None:  # fmt: skip
     """Enqueue a job of TYPE: prints its id (or, when --key is held, the job holding it).
 
@@ -107,7 +112,7 @@ def enqueue(
         try:  # the APP's queue validates a type name against its registered definition
             job_id = await target.queue.enqueue(
                 job_type, payload, delay_ms=delay, max_attempts=max_attempts,
-                timeout_ms=timeout_ms, key=key, priority=priority,
+                timeout_ms=timeout_ms, key=key, priority=priority, queue=queue_name,
             )  # fmt: skip
         except (PayloadError, JobOptionError, ValueError) as exc:
             raise CliUsageError(" ".join(str(exc).split())) from None

@@ -19,7 +19,8 @@ from rich.text import Text
 
 from ..clock import to_datetime
 from ..errors import StoreSchemaError
-from ..spi import JOB_STATES, JobProgress
+from ..options import DEFAULT_QUEUE
+from ..spi import JOB_STATES, JobInfo, JobProgress
 from ..tokens import JOB_SCHEDULER
 from .durations import Duration, format_ms
 from .errors import CliUsageError, CommandFailed
@@ -212,12 +213,13 @@ def jobs() -> None:
 @json_option
 @click.option("--state", type=click.Choice(JOB_STATES), help="Only jobs in this state.")
 @click.option("--type", "job_type", help="Only jobs of this type.")
+@click.option("--queue", "queue_name", metavar="QUEUE", help="Only jobs of this named queue.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--cursor", help="Continue after a previous page (its next_cursor).")
 @redact_keys_option
 def list_jobs(
-    as_json: bool, state: str | None, job_type: str | None, limit: int, cursor: str | None,
-    redact: Callable[[Any], Any] | None, **params: Any,
+    as_json: bool, state: str | None, job_type: str | None, queue_name: str | None, limit: int,
+    cursor: str | None, redact: Callable[[Any], Any] | None, **params: Any,
 ) -> None:  # fmt: skip
     """Jobs newest first, a page at a time."""
 
@@ -226,14 +228,14 @@ def list_jobs(
     async def work(target: Target) -> None:
         try:
             page = await target.queue.list_jobs(
-                state=state, type=job_type, limit=limit, cursor=cursor
+                state=state, type=job_type, limit=limit, cursor=cursor, queue=queue_name
             )
         except ValueError as exc:
             raise CliUsageError(str(exc)) from None
         hint = None
         if not page.jobs and cursor is None:
             await check_type_known(target, job_type)
-            if state is None and job_type is None:
+            if state is None and job_type is None and queue_name is None:
                 hint = await other_namespaces(spec, target)
         if hint is not None:
             click.echo(hint, err=True)
@@ -243,25 +245,11 @@ def list_jobs(
                 jobs = [dataclasses.replace(job, payload=redact(job.payload)) for job in jobs]
             print_json({"jobs": jobs, "next_cursor": page.next_cursor})
             return
-        columns = ["id", "type", "state", "attempts", "run_at", "last_error"]
-        rows = [
-            [j.id, j.type, j.state, f"{j.attempts}/{j.max_attempts}",
-             j.run_at.astimezone(UTC).strftime("%m-%d %H:%M:%S"), one_line(j.last_error, 40)]
-            for j in page.jobs
-        ]  # fmt: skip
-        no_errors = all(row[-1] is None for row in rows)
-        dropped = [
-            name
-            for name, drop in (("type", job_type), ("state", state), ("last_error", no_errors))
-            if drop
-        ]
-        for name in dropped:  # a filtered column says the same on every row; an empty one nothing
-            index = columns.index(name)
-            del columns[index]
-            for row in rows:
-                del row[index]
+        columns, rows = _job_table(page.jobs, state, job_type, queue_name)
         out = console()
         title = " ".join(filter(None, [state, job_type, "jobs, newest first (run_at in UTC)"]))
+        if queue_name:
+            title += f" in queue {queue_name}"
         out.print(table(title, columns, rows))
         if page.next_cursor is not None:
             out.print(f"more: --cursor {page.next_cursor}")
@@ -269,6 +257,35 @@ def list_jobs(
             out.print("no jobs")
 
     run_on_target(spec, work, create=False)
+
+
+def _job_table(
+    jobs: list[JobInfo], state: str | None, job_type: str | None, queue_name: str | None
+) -> tuple[list[str], list[list[Any]]]:
+    """The columns and rows of ``jobs list``: a filtered column says the same on every row, an
+    empty one nothing (the queue column shows only when some job is not in "default")."""
+    columns = ["id", "type", "queue", "state", "attempts", "run_at", "last_error"]
+    rows = [
+        [j.id, j.type, j.queue, j.state, f"{j.attempts}/{j.max_attempts}",
+         j.run_at.astimezone(UTC).strftime("%m-%d %H:%M:%S"), one_line(j.last_error, 40)]
+        for j in jobs
+    ]  # fmt: skip
+    no_errors = all(row[-1] is None for row in rows)
+    one_queue = queue_name or all(row[2] == DEFAULT_QUEUE for row in rows)
+    dropped = [
+        name
+        for name, drop in (
+            ("type", job_type), ("queue", one_queue), ("state", state),
+            ("last_error", no_errors),
+        )
+        if drop
+    ]  # fmt: skip
+    for name in dropped:  # a filtered column says the same on every row; an empty one nothing
+        index = columns.index(name)
+        del columns[index]
+        for row in rows:
+            del row[index]
+    return columns, rows
 
 
 @jobs.command("show")
@@ -303,7 +320,8 @@ def show_job(
             print_json(info)
             return
         fields = [
-            ("id", info.id), ("type", info.type), ("state", info.state), ("key", info.key),
+            ("id", info.id), ("type", info.type), ("queue", info.queue), ("state", info.state),
+            ("key", info.key),
             ("attempts", f"{info.attempts} of {info.max_attempts}"),
             ("stalls", f"{info.stalls} of {info.max_stalls}"), ("priority", info.priority),
             ("run_at", info.run_at),

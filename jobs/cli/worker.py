@@ -30,6 +30,7 @@ from framework import ApplicationContext, FrameworkError, LifecycleError, start_
 
 from ..errors import JobTypeError
 from ..loss_audit_service import LossAuditService
+from ..options import QueueWeights
 from ..runner import JobRunner
 from ..tokens import JOB_DRIVER, JOB_QUEUE, JOB_RUNNER, JOB_SCHEDULER, OUTBOX_RELAY
 from .burst import nothing_due
@@ -43,6 +44,13 @@ if TYPE_CHECKING:
     from .health import HasHealth, HealthServer
 
 DRAIN_POLL_S = 0.05
+
+
+def describe_queues(queues: QueueWeights) -> str:
+    """``critical, default`` (strict order) or ``critical=3, default=1`` (weights)."""
+    if queues.weights is None:
+        return ", ".join(queues.names)
+    return ", ".join(f"{n}={w}" for n, w in zip(queues.names, queues.weights, strict=True))
 STARTUP_RETRY_MAX_S = 2.0
 
 
@@ -51,6 +59,7 @@ class WorkerOptions:
     app: str
     concurrency: int | None = None
     types: tuple[str, ...] = ()
+    queues: QueueWeights | None = None
     burst: bool = False
     relay: bool = True
     scheduler: bool = True
@@ -89,8 +98,9 @@ class WorkerProcess:
             runner.start()
             server = self._start_health(context, runner)
             logger.info(
-                "worker ready: {} on {}, concurrency {}, pid {}",
+                "worker ready: {} from queue(s) {} on {}, concurrency {}, pid {}",
                 ", ".join(sorted(runner.registry.types)) or "no job types",
+                describe_queues(runner.queues),
                 describe_store(driver),
                 runner.settings.concurrency,
                 os.getpid(),
@@ -134,9 +144,11 @@ class WorkerProcess:
             raise CliUsageError(f"APP {self.options.app!r}: {_one_line(exc)}") from None
 
     def _runner(self, context: ApplicationContext) -> JobRunner:
-        """The context's runner, or one like it with ``--concurrency`` / ``--types`` applied."""
+        """The context's runner, or one like it with ``--concurrency`` / ``--types`` /
+        ``--queues`` applied."""
         base = context.get_value(JOB_RUNNER)
-        if self.options.concurrency is None and not self.options.types:
+        options = self.options
+        if options.concurrency is None and not options.types and options.queues is None:
             return base
         registry = base.registry
         if self.options.types:
@@ -149,6 +161,8 @@ class WorkerProcess:
         settings = base.settings
         if self.options.concurrency is not None:
             settings = dataclasses.replace(settings, concurrency=self.options.concurrency)
+        if options.queues is not None:
+            settings = dataclasses.replace(settings, queues=options.queues)
         return JobRunner(base.driver, registry, settings, backoff=base.backoff)
 
     def _starts(self, name: str, bean: object) -> bool:

@@ -6,7 +6,8 @@ import asyncio
 
 import click
 
-from ..errors import require_extra
+from ..errors import JobOptionError, require_extra
+from ..options import QueueWeights, parse_queues
 from .group import cli
 from .logs import LEVELS, configure_logging
 from .worker import WorkerOptions, WorkerProcess
@@ -21,6 +22,15 @@ def _types(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     return types
 
 
+def _queues(_ctx: click.Context, _param: click.Parameter, value: str | None) -> QueueWeights | None:
+    if value is None:
+        return None
+    try:
+        return parse_queues(value)
+    except JobOptionError as exc:
+        raise click.BadParameter(" ".join(str(exc).split())) from None
+
+
 @cli.command()
 @click.argument("app", envvar="NEVERLOST_APP")
 @click.option(
@@ -28,6 +38,13 @@ def _types(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
 )
 @click.option(
     "--types", callback=_types, help="Claim only these job types (comma-separated) [all handled]."
+)
+@click.option(
+    "--queues",
+    callback=_queues,
+    help="Claim only from these named queues: critical,default (strict order: the first "
+    "drained before the next) or critical=3,default=1 (weights) [JobsSettings.queues, else "
+    "default and the queues the handlers name].",
 )
 @click.option(
     "--burst",
@@ -68,6 +85,7 @@ def worker(
     app: str,
     concurrency: int | None,
     types: tuple[str, ...],
+    queues: QueueWeights | None,
     burst: bool,
     no_relay: bool,
     no_scheduler: bool,
@@ -93,6 +111,7 @@ def worker(
         app=app,
         concurrency=concurrency,
         types=types,
+        queues=queues,
         burst=burst,
         relay=not no_relay,
         scheduler=not no_scheduler,

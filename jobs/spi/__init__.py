@@ -15,6 +15,7 @@ from .driver import (
     JobStore,
     OutcomeCounters,
     ProgressReports,
+    QueueOperations,
     WorkerRegistry,
     WorkflowStore,
 )
@@ -61,6 +62,7 @@ from .records import (
     OutboxEntryPage,
     OutboxStats,
     OutcomeCount,
+    QueueStats,
     RelayInfo,
     RelayRegistration,
     WorkerInfo,
@@ -80,6 +82,7 @@ __all__ = [
     "AuditTrail",
     "OutcomeCounters",
     "ProgressReports",
+    "QueueOperations",
     "WorkflowStore",
     "ClockedDriver",
     # records
@@ -100,6 +103,7 @@ __all__ = [
     "WorkflowInfo",
     "JobPage",
     "JobTypeStats",
+    "QueueStats",
     "WorkerRegistration",
     "WorkerInfo",
     # the audit trail

@@ -40,6 +40,7 @@ from collections.abc import Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..clock import Clock
+from ..options import DEFAULT_QUEUE
 from .records import (
     AuditPage,
     ClaimedJob,
@@ -50,6 +51,7 @@ from .records import (
     JobStateCounts,
     JobTypeStats,
     OutcomeCount,
+    QueueStats,
     WorkerInfo,
     WorkerRegistration,
     WorkflowJob,
@@ -62,6 +64,7 @@ __all__ = [
     "AuditTrail",
     "OutcomeCounters",
     "ProgressReports",
+    "QueueOperations",
     "WorkflowStore",
     "ClockedDriver",
     "JobDriver",
@@ -85,8 +88,14 @@ class JobStore(Protocol):
         """
         ...
 
-    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
-        """Lease up to ``limit`` due jobs of ``types``, oldest ``run_at`` first.
+    async def claim(
+        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+    ) -> list[ClaimedJob]:
+        """Lease up to ``limit`` due jobs of ``types`` in the named ``queue`` (never a job of
+        another queue), the highest priority first, then the oldest ``run_at``: one statement
+        or script, whatever the queue. A runner serving several queues calls it once per
+        queue, in its order (``JobRequest.queue``); one serving ``"default"`` alone calls it
+        without ``queue``, as before named queues existed.
 
         Due means pending with ``run_at`` reached, or active with its lease expired. A
         pending job's attempts go up by one; an expired one's stalls go up by one (its
@@ -161,8 +170,12 @@ class JobStore(Protocol):
         ...
 
 
-    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
-        """Return when a job of ``types`` may be claimable, or after ``timeout_ms``.
+    async def wait_for_work(
+        self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
+    ) -> None:
+        """Return when a job of ``types`` in one of ``queues`` may be claimable, or after
+        ``timeout_ms`` (a job of another queue due is no reason to return: its runner would
+        spin). The runner passes ``queues`` only when it serves more than ``"default"``.
 
         Wakes at once when a job is enqueued through this driver (and, where the store can
         tell, through any other client). May return early; callers claim and wait again.
@@ -186,8 +199,10 @@ class JobOperations(Protocol):
         job_type: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        queue: str | None = None,
     ) -> JobPage:
-        """One page of jobs, newest first (``created_at`` descending, then id descending).
+        """One page of jobs, newest first (``created_at`` descending, then id descending);
+        ``queue``: of that named queue only (the queue passes it only when one was asked for).
 
         ``cursor`` is a page's ``next_cursor``: the next page starts strictly after the last
         job of that page, so jobs enqueued while paging neither repeat nor shift pages. A page
@@ -330,6 +345,17 @@ class ProgressReports(Protocol):
         """Keep ``progress`` (``JobProgress.text()``) with the job, fenced like a heartbeat:
         False (and no write) unless ``lease_token`` holds the job, active. The runner limits
         how often it calls (``jobs.progress``)."""
+        ...
+
+
+@runtime_checkable
+class QueueOperations(Protocol):
+    """Reporting per named queue (``JobRequest.queue``). Optional like ``AuditTrail``; every
+    built-in driver implements it (``jobs.testing`` checks it)."""
+
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Per queue holding a live job: counts by state and the oldest due job's age, as
+        ``stats`` counts per type."""
         ...
 
 

@@ -47,6 +47,7 @@ class OutboxStore(Protocol):
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     @overload
@@ -60,6 +61,7 @@ class OutboxStore(Protocol):
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None: ...
 
     async def append(
@@ -72,6 +74,7 @@ class OutboxStore(Protocol):
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> str | None:
         """Write an entry through the open transaction, with the caller's trace context
         (``jobs.spi.support.current_traceparent``); its id, or None when an entry with ``key`` is
@@ -82,7 +85,7 @@ class OutboxStore(Protocol):
         ``check_run_at``, ``check_max_attempts``; ``JobOptionError``). The entry stores when
         the job is due as an absolute time: ``delay_ms`` after the append by the store's clock,
         or ``run_at`` (``OutboxEntry.run_at_ms``), so the job is due then however late the
-        relay publishes it; ``max_attempts`` and ``priority`` are carried to the job.
+        relay publishes it; ``max_attempts``, ``priority`` and ``queue`` are carried to the job.
         """
         ...
 

@@ -31,6 +31,7 @@ __all__ = [
     "WorkflowInfo",
     "JobPage",
     "JobTypeStats",
+    "QueueStats",
     "WorkerRegistration",
     "WorkerInfo",
     "OutboxEntry",
@@ -91,6 +92,8 @@ class JobRequest:
     max_stalls: int = DEFAULT_MAX_STALLS
     priority: int = 0
     """Among due jobs a higher one is claimed first (``jobs.options.check_priority``)."""
+    queue: str = "default"
+    """The named queue it waits in: only runners serving it claim it (``check_queue``)."""
 
     def __init__(
         self,
@@ -107,6 +110,7 @@ class JobRequest:
         trace_context: str | None = None,
         max_stalls: int = DEFAULT_MAX_STALLS,
         priority: int = 0,
+        queue: str = "default",
     ) -> None:
         s = _REQUEST_SLOTS
         s[0](self, id)
@@ -121,6 +125,7 @@ class JobRequest:
         s[9](self, trace_context)
         s[10](self, max_stalls)
         s[11](self, priority)
+        s[12](self, queue)
 
 
 _REQUEST_SLOTS: tuple[Any, ...] = tuple(
@@ -213,6 +218,8 @@ class JobInfo:
     max_stalls: int = DEFAULT_MAX_STALLS
     priority: int = 0
     """Among due jobs a higher priority is claimed first (FIFO by due time within one)."""
+    queue: str = "default"
+    """The named queue the job waits in (only runners serving it claim it)."""
     result: Any = None
     """What the handler returned (decoded JSON), kept with the completed job for as long as the
     job is retained; None when it returned None, or the job did not complete."""
@@ -267,6 +274,20 @@ class JobTypeStats:
     """
 
     type: str
+    due: int = 0
+    scheduled: int = 0
+    active: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    oldest_due_age_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStats:
+    """One named queue's numbers, as ``JobTypeStats`` gives a type's (``queue_stats``)."""
+
+    queue: str
     due: int = 0
     scheduled: int = 0
     active: int = 0
@@ -388,6 +409,8 @@ class OutboxEntry:
     max_attempts: int | None = None
     priority: int | None = None
     """Carried to the job (None: the handler's default, else 0)."""
+    queue: str | None = None
+    """Carried to the job (None: the handler's default, else ``"default"``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

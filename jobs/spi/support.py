@@ -42,9 +42,12 @@ from ..operations import (
     encode_cursor,
 )
 from ..options import (
+    DEFAULT_QUEUE,
+    MAX_QUEUE_LENGTH,
     check_delay_ms,
     check_max_attempts,
     check_priority,
+    check_queue,
     check_request,
     check_run_at,
     check_timeout_ms,
@@ -71,6 +74,9 @@ __all__ = [
     "check_run_at",
     "check_max_attempts",
     "check_priority",
+    "check_queue",
+    "DEFAULT_QUEUE",
+    "MAX_QUEUE_LENGTH",
     "check_request",
     "check_timeout_ms",
     # stalls

@@ -26,6 +26,7 @@ from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
 from .conformance_priority import PriorityConformance
 from .conformance_progress import ProgressConformance
+from .conformance_queues import QueueConformance
 from .conformance_results import ResultsConformance
 from .conformance_runner import RunnerConformance
 from .conformance_stalls import StallConformance
@@ -57,6 +58,7 @@ class DriverConformance(
     OptionsConformance,
     PriorityConformance,
     ProgressConformance,
+    QueueConformance,
     ResultsConformance,
     StallConformance,
     MalformedRecordConformance,

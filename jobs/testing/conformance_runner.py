@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 
 from jobs.handlers import JobHandlerRegistry
+from jobs.options import DEFAULT_QUEUE
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
 from jobs.spi import ClaimedJob, JobDriver
@@ -52,8 +53,10 @@ class _Beats:
         tally[job_id] = tally.get(job_id, 0) + 1
         return held
 
-    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
-        return await self.inner.claim(limit, lease_ms, types)
+    async def claim(
+        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+    ) -> list[ClaimedJob]:
+        return await self.inner.claim(limit, lease_ms, types, queue)
 
 
 class _Gated:

@@ -25,6 +25,9 @@ class DriverHarness(Protocol):
     - ``checks_requests = False``: the driver trusts its requests to come from a
       ``JobQueue`` and does not refuse a bad one itself (the in-process driver); by default
       a driver refuses a ``JobRequest`` whose numbers are out of range (``check_request``).
+    - ``named_queues = False``: the driver keeps every job in ``"default"`` and refuses a
+      request naming another queue (``DriverError``); the cases that store jobs in named
+      queues skip.
     - ``plant(record)``: write a malformed job record straight into the store (see
       ``conformance_malformed``), to prove a claim fails it alone.
     """

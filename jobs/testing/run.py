@@ -21,6 +21,7 @@ from framework import ApplicationContext
 
 from ..clock import ManualClock, to_epoch_ms
 from ..handlers import JobHandlerRegistry
+from ..options import DEFAULT_QUEUE
 from ..outbox_relay import OutboxRelay
 from ..queue import JobQueue
 from ..runner import JobRunner
@@ -222,7 +223,9 @@ class _Watch:
         ]
         return min(times, default=None)
 
-    async def claim(self, limit: int, lease_ms: int, types: Collection[str]) -> list[ClaimedJob]:
+    async def claim(
+        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+    ) -> list[ClaimedJob]:
         epoch = self._epoch
         if self.claims >= self._max_runs:
             stats = await self._driver.stats()
@@ -231,7 +234,10 @@ class _Watch:
                 self._idle.set()
             return []
         limit = min(limit, self._max_runs - self.claims)
-        jobs = await self._driver.claim(limit, lease_ms, types)
+        if queue == DEFAULT_QUEUE:
+            jobs = await self._driver.claim(limit, lease_ms, types)
+        else:
+            jobs = await self._driver.claim(limit, lease_ms, types, queue=queue)
         self.claims += len(jobs)
         for job in jobs:
             self.ran.setdefault(job.id, None)
@@ -271,7 +277,9 @@ class _Watch:
         finally:
             self._settled(job_id)
 
-    async def wait_for_work(self, types: Collection[str], timeout_ms: int) -> None:
+    async def wait_for_work(
+        self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
+    ) -> None:
         if self.exhausted:  # claims return nothing now: wait for run_jobs to give up
             await asyncio.sleep(_POLL_CAP_MS / 1000)
             return
@@ -281,7 +289,7 @@ class _Watch:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_POLL_CAP_MS / 1000):
-                await self._driver.wait_for_work(types, min(timeout_ms, _POLL_CAP_MS))
+                await self._driver.wait_for_work(types, min(timeout_ms, _POLL_CAP_MS), queues)
 
     async def close(self) -> None:
         """The driver belongs to the caller: the runner must not close it."""

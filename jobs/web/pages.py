@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from ..errors import DriverError
 from ..failures import describe_cause
+from ..options import DEFAULT_QUEUE
 from ..spi import JOB_STATES
 from .formatting import now_ms, pretty_json
 
@@ -86,6 +87,7 @@ class Pages:
         params = request.query_params
         state = params.get("state") or None
         job_type = params.get("type") or None
+        queue = params.get("queue") or None
         search = (params.get("q") or "").strip()
         if state is not None and state not in JOB_STATES:
             raise HTTPException(400, f"unknown state {state!r}: use one of {', '.join(JOB_STATES)}")
@@ -99,7 +101,7 @@ class Pages:
         else:
             try:
                 rows, next_cursor = await self.source.page(
-                    state=state, job_type=job_type, limit=limit, cursor=cursor
+                    state=state, job_type=job_type, limit=limit, cursor=cursor, queue=queue
                 )
             except ValueError as exc:  # a cursor or type the queue refuses, named in the message
                 raise HTTPException(400, str(exc)) from None
@@ -112,6 +114,9 @@ class Pages:
             next_cursor=next_cursor,
             state=state,
             job_type=job_type,
+            queue=queue,
+            queues=await self.source.queue_names(),
+            show_queue=any(job.queue != DEFAULT_QUEUE for job in rows),  # else every row's
             search=search,
             limit=limit,
             paged=cursor is not None,

@@ -105,10 +105,25 @@ class DashboardSource:
         return await self.queue.workers()
 
     async def page(
-        self, *, state: str | None, job_type: str | None, limit: int, cursor: str | None
+        self,
+        *,
+        state: str | None,
+        job_type: str | None,
+        limit: int,
+        cursor: str | None,
+        queue: str | None = None,
     ) -> tuple[list[JobInfo], str | None]:
-        page = await self.queue.list_jobs(state=state, type=job_type, limit=limit, cursor=cursor)
+        page = await self.queue.list_jobs(
+            state=state, type=job_type, limit=limit, cursor=cursor, queue=queue
+        )
         return list(page.jobs), page.next_cursor
+
+    async def queue_names(self) -> list[str]:
+        """The named queues holding a live job (none when the driver reports no queues)."""
+        try:
+            return sorted(await self.queue.queue_stats())
+        except NotImplementedError:
+            return []
 
     async def job(self, job_id: str) -> JobInfo | None:
         return await self.queue.get_job(job_id)

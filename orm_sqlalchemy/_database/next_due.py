@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from .wakeup import Waiters
 
+_Key = tuple[str, frozenset[str]]  # the claim's queue and types
+
 __all__ = ["Kept", "NextDue"]
 
 
@@ -48,46 +50,52 @@ class NextDue:
 
     def __init__(self, waiters: Waiters) -> None:
         self._waiters = waiters
-        self._kept: dict[frozenset[str], Kept] = {}
-        self._draining: set[frozenset[str]] = set()
+        self._kept: dict[_Key, Kept] = {}
+        self._draining: set[_Key] = set()
 
-    def watch(self, types: Collection[str]) -> asyncio.Event | None:
+    def watch(self, types: Collection[str], queue: str = "default") -> asyncio.Event | None:
         """Register, before a claim of ``types`` is sent, what wakes the wait after it; None
         (the plain claim, no answer wanted) when the last claim of them took all it asked."""
-        if frozenset(types) in self._draining:
+        if (queue, frozenset(types)) in self._draining:
             return None
         return self._waiters.register(types)
 
-    def claimed(self, types: Collection[str], *, took_all: bool) -> None:
+    def claimed(self, types: Collection[str], *, took_all: bool, queue: str = "default") -> None:
         """Whether a claim of ``types`` took all it asked (the next one is then plain)."""
         if took_all:
-            self._draining.add(frozenset(types))
+            self._draining.add((queue, frozenset(types)))
         else:
-            self._draining.discard(frozenset(types))
+            self._draining.discard((queue, frozenset(types)))
 
-    def keep(self, types: Collection[str], watch: asyncio.Event, due_in_ms: int | None) -> None:
+    def keep(
+        self,
+        types: Collection[str],
+        watch: asyncio.Event,
+        due_in_ms: int | None,
+        queue: str = "default",
+    ) -> None:
         """Keep a claim's answer (``due_in_ms``: the next job due in; None: none is), in
         place of an earlier claim's."""
         due_at = None
         if due_in_ms is not None:
             due_at = asyncio.get_running_loop().time() + due_in_ms / 1000
-        self._replace(frozenset(types), Kept(watch, due_at))
+        self._replace((queue, frozenset(types)), Kept(watch, due_at))
 
     def drop(self, watch: asyncio.Event) -> None:
         """The claim it was for gave no answer (it failed, or took as many jobs as asked)."""
         self._waiters.unregister(watch)
 
-    def take(self, types: Collection[str]) -> Kept | None:
-        """The latest claim's answer for ``types``, for one wait: it then owns the watch (and
-        unregisters it); None when there is none."""
-        return self._kept.pop(frozenset(types), None)
+    def take(self, types: Collection[str], queue: str = "default") -> Kept | None:
+        """The latest claim's answer for ``types`` in ``queue``, for one wait: it then owns the
+        watch (and unregisters it); None when there is none."""
+        return self._kept.pop((queue, frozenset(types)), None)
 
     def clear(self) -> None:
         for kept in self._kept.values():
             self._waiters.unregister(kept.watch)
         self._kept.clear()
 
-    def _replace(self, key: frozenset[str], kept: Kept) -> None:
+    def _replace(self, key: _Key, kept: Kept) -> None:
         earlier = self._kept.pop(key, None)
         if earlier is not None:
             self._waiters.unregister(earlier.watch)

@@ -89,7 +89,8 @@ def workflow_params(
         (job.request.id, job.request.type, job.request.payload, job.request.max_attempts,
          job.request.run_at_ms, job.request.delay_ms, job.request.timeout_ms,
          job.request.trace_context, job.request.keep_until_ms, job.request.max_stalls,
-         job.request.priority, json.dumps(list(job.depends_on)), len(set(job.depends_on)))
+         job.request.priority, json.dumps(list(job.depends_on)), len(set(job.depends_on)),
+         job.request.queue)
         for job in jobs
     ]  # fmt: skip
     edges = [
@@ -101,7 +102,7 @@ def workflow_params(
         return {"workflow_id": workflow_id, "jobs": json.dumps(rows), "edges": json.dumps(edges)}
     names = ("ids", "types", "payloads", "max_attempts", "run_ats", "delays", "timeouts",
              "trace_contexts", "keep_untils", "max_stalls", "priorities", "depends_ons",
-             "waitings")  # fmt: skip
+             "waitings", "queues")  # fmt: skip
     params: dict[str, Any] = {"workflow_id": workflow_id}
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
     params.update({name: list(values) for name, values in zip(names, columns, strict=True)})

@@ -159,3 +159,24 @@ def test_priority_is_stored_and_a_bad_one_is_a_usage_error(sqlite: StoreTarget) 
     assert refused.exit_code == 2
     assert "priority" in refused.output
     assert len(_stored(sqlite)) == 1
+
+
+def test_queue_is_stored_listed_and_a_bad_one_is_a_usage_error(sqlite: StoreTarget) -> None:
+    url = ["--url", sqlite.url, "--table-prefix", sqlite.namespace]
+    done = _run("enqueue", "t", "--queue", "emails", "--json", *url)
+    assert done.exit_code == 0, done.output
+    assert _run("enqueue", "t", *url).exit_code == 0
+    assert sorted(job.queue for job in _stored(sqlite)) == ["default", "emails"]
+    listed = _run("jobs", "list", "--queue", "emails", "--json", *url)
+    assert listed.exit_code == 0, listed.output
+    assert [job["id"] for job in json.loads(listed.stdout)["jobs"]] == [
+        json.loads(done.stdout)["id"]
+    ]
+    table = _run("jobs", "list", *url)
+    assert "queue" in table.stdout
+    assert "emails" in table.stdout
+    bad = _run("enqueue", "t", "--queue", "two words", *url)
+    assert bad.exit_code == 2, bad.output
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert "queue" in bad.stderr
+    assert len(_stored(sqlite)) == 2

@@ -86,3 +86,20 @@ async def test_jobs_still_running_at_the_drain_timeout_are_handed_back_and_exit_
     assert info is not None
     # released: pending at once, its attempt given back, no stall (no lease to wait out)
     assert (info.state, info.attempts, info.stalls) == ("pending", 0, 0)
+
+
+async def test_queues_shape_the_runner_and_a_bad_list_is_a_usage_error() -> None:
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+    from jobs.options import QueueWeights
+
+    weights = QueueWeights(("critical", "default"), (3, 1))
+    process, task = await start(WorkerOptions(app=OUTBOX_APP, queues=weights, scheduler=False))
+    assert process.runner is not None
+    assert process.runner.queues == weights
+    process.stop_requested.set()
+    assert await asyncio.wait_for(task, 30) == 0
+    bad = CliRunner().invoke(cli, ["worker", OUTBOX_APP, "--queues", "a,a"])
+    assert bad.exit_code == 2
+    assert "names a queue twice" in bad.output

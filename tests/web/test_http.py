@@ -102,6 +102,23 @@ async def test_jobs_page_filters_by_state_and_type_and_pages_with_the_cursor(
         assert other in everything.text
 
 
+async def test_jobs_page_filters_by_queue_and_the_job_page_names_it(queue: JobQueue) -> None:
+    mailed = await queue.enqueue("email.send", {"n": 1}, queue="emails")
+    plain = await queue.enqueue("email.send", {"n": 2})
+    async with client_for(create_dashboard(queue)) as client:
+        everything = await client.get("/jobs")
+        emails = await client.get("/jobs", params={"queue": "emails"})
+        bad = await client.get("/jobs", params={"queue": "two words"})
+        page = await client.get(f"/job/{mailed}")
+    assert '<option value="emails">emails</option>' in everything.text
+    assert {mailed, plain} <= set(re.findall(r'data-job-id="([0-9a-f]+)"', everything.text))
+    assert re.findall(r'data-job-id="([0-9a-f]+)"', emails.text) == [mailed]
+    assert '<td class="mono">emails</td>' in emails.text
+    assert bad.status_code == 400
+    assert "queue" in bad.text
+    assert re.search(r"<dt>queue</dt><dd [^>]*>emails</dd>", page.text)
+
+
 async def test_search_finds_a_job_by_id_or_by_key(queue: JobQueue) -> None:
     keyed = await queue.enqueue("email.send", {"n": 1}, key="receipt:7")
     plain = await queue.enqueue("email.send", {"n": 2})

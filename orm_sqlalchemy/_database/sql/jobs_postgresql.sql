@@ -8,13 +8,13 @@
 -- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, max_stalls, priority
+    trace_context, keep_until, created_at, max_stalls, priority, queue
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
-    :timeout_ms, :key, :trace_context, :keep_until, {now}, :max_stalls, :priority
+    :timeout_ms, :key, :trace_context, :keep_until, {now}, :max_stalls, :priority, :queue
 )
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -23,7 +23,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    priority = excluded.priority, result = NULL, progress = NULL
+    priority = excluded.priority, queue = excluded.queue, result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -34,13 +34,13 @@ RETURNING j.id, j.type;
 -- A repeated id fails either way (the primary key); the store reads success from no error.
 INSERT INTO {table} (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, max_stalls, priority
+    trace_context, keep_until, created_at, max_stalls, priority, queue
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
     COALESCE(CAST(:run_at AS bigint), {now} + CAST(:delay_ms AS bigint)),
-    :timeout_ms, NULL, :trace_context, :keep_until, {now}, :max_stalls, :priority
+    :timeout_ms, NULL, :trace_context, :keep_until, {now}, :max_stalls, :priority, :queue
 );
 
 -- name: enqueue_many
@@ -48,18 +48,19 @@ VALUES (
 -- store drops later repeats of a key first: ON CONFLICT cannot touch one row twice).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, max_stalls, priority
+    trace_context, keep_until, created_at, max_stalls, priority, queue
 )
 SELECT b.id, b.type, b.payload, 'pending', 0, b.max_attempts,
     COALESCE(b.run_at, {now} + b.delay_ms), COALESCE(b.run_at, {now} + b.delay_ms),
-    b.timeout_ms, b.key, b.trace_context, b.keep_until, {now}, b.max_stalls, b.priority
+    b.timeout_ms, b.key, b.trace_context, b.keep_until, {now}, b.max_stalls, b.priority, b.queue
 FROM unnest(
     CAST(:ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS text[]),
     CAST(:max_attempts AS integer[]), CAST(:run_ats AS bigint[]), CAST(:delays AS bigint[]),
     CAST(:timeouts AS bigint[]), CAST(:keys AS text[]), CAST(:trace_contexts AS text[]),
-    CAST(:keep_untils AS bigint[]), CAST(:max_stalls AS integer[]), CAST(:priorities AS integer[])
+    CAST(:keep_untils AS bigint[]), CAST(:max_stalls AS integer[]), CAST(:priorities AS integer[]),
+    CAST(:queues AS text[])
 ) AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms, key, trace_context,
-    keep_until, max_stalls, priority)
+    keep_until, max_stalls, priority, queue)
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
     attempts = 0, max_attempts = excluded.max_attempts, run_at = excluded.run_at,
@@ -67,7 +68,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    priority = excluded.priority, result = NULL, progress = NULL
+    priority = excluded.priority, queue = excluded.queue, result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
@@ -80,7 +81,7 @@ RETURNING j.id, j.type;
 -- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error).
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table}
-    WHERE due_at <= {now} AND type = ANY(CAST(:types AS text[]))
+    WHERE due_at <= {now} AND queue = CAST(:queue AS text) AND type = ANY(CAST(:types AS text[]))
     ORDER BY priority DESC, due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -133,7 +134,8 @@ SELECT claimed.*, later.due_in
 FROM (
     SELECT CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
         (SELECT o.due_at FROM {table} AS o
-            WHERE o.due_at IS NOT NULL AND o.type = ANY(CAST(:types AS text[]))
+            WHERE o.due_at IS NOT NULL AND o.queue = CAST(:queue AS text)
+                AND o.type = ANY(CAST(:types AS text[]))
             ORDER BY o.due_at
             OFFSET (SELECT count(*) FROM claimed) LIMIT 1) - {now}
     END AS due_in
@@ -298,22 +300,23 @@ settled AS (
 WITH stored AS (
     INSERT INTO {table} (
         id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-        trace_context, keep_until, created_at, max_stalls, priority, workflow_id,
+        trace_context, keep_until, created_at, max_stalls, priority, queue, workflow_id,
         workflow_seq, depends_on, waiting
     )
     SELECT b.id, b.type, b.payload, 'pending', 0, b.max_attempts,
         COALESCE(b.run_at, {now} + b.delay_ms),
         CASE WHEN b.waiting = 0 THEN COALESCE(b.run_at, {now} + b.delay_ms) END,
-        b.timeout_ms, NULL, b.trace_context, b.keep_until, {now}, b.max_stalls, b.priority,
+        b.timeout_ms, NULL, b.trace_context, b.keep_until, {now}, b.max_stalls, b.priority, b.queue,
         CAST(:workflow_id AS text), b.seq - 1, b.depends_on, b.waiting
     FROM unnest(
         CAST(:ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS text[]),
         CAST(:max_attempts AS integer[]), CAST(:run_ats AS bigint[]), CAST(:delays AS bigint[]),
         CAST(:timeouts AS bigint[]), CAST(:trace_contexts AS text[]),
         CAST(:keep_untils AS bigint[]), CAST(:max_stalls AS integer[]),
-        CAST(:priorities AS integer[]), CAST(:depends_ons AS text[]), CAST(:waitings AS integer[])
+        CAST(:priorities AS integer[]), CAST(:depends_ons AS text[]), CAST(:waitings AS integer[]),
+        CAST(:queues AS text[])
     ) WITH ORDINALITY AS b(id, type, payload, max_attempts, run_at, delay_ms, timeout_ms,
-        trace_context, keep_until, max_stalls, priority, depends_on, waiting, seq)
+        trace_context, keep_until, max_stalls, priority, depends_on, waiting, queue, seq)
     RETURNING 1
 ),
 linked AS (
@@ -327,7 +330,7 @@ SELECT (SELECT count(*) FROM stored) AS jobs, (SELECT count(*) FROM linked) AS e
 
 -- name: workflow_jobs
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress,
     workflow_id, depends_on
 FROM {table}
 WHERE workflow_id = :workflow_id AND (expires_at IS NULL OR expires_at > {now})
@@ -390,7 +393,7 @@ RETURNING j.id, j.type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > {now});
@@ -403,7 +406,8 @@ GROUP BY state;
 -- name: next_due
 -- Milliseconds until the next job of :types is due (negative: overdue; NULL: none).
 SELECT min(due_at) - {now} AS due_in FROM {table}
-WHERE due_at IS NOT NULL AND type = ANY(CAST(:types AS text[]));
+WHERE due_at IS NOT NULL AND type = ANY(CAST(:types AS text[]))
+    AND queue = ANY(CAST(:queues AS text[]));
 
 -- name: prune
 DELETE FROM {table}
@@ -420,11 +424,12 @@ RETURNING 1;
 -- Run with sorting priced out (PostgresBackend.fetch_unsorted): the planner's row estimate
 -- (a few rows on a fresh table) would otherwise have it sort every match instead.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
     AND type = COALESCE(CAST(:type AS text), type)
+    AND queue = COALESCE(CAST(:queue AS text), queue)
     AND (expires_at IS NULL OR expires_at > {now})
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
@@ -433,7 +438,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state) (run as list_jobs is).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
@@ -441,13 +446,14 @@ WHERE (created_at, id) < (CAST(:before_at AS bigint), CAST(:before_id AS text))
         = CAST(:listed AS text)
     AND state = CAST(:state AS text)
     AND type = COALESCE(CAST(:type AS text), type)
+    AND queue = COALESCE(CAST(:queue AS text), queue)
     AND (expires_at IS NULL OR expires_at > {now})
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > {now});
@@ -509,6 +515,21 @@ SELECT type,
 FROM {table}
 WHERE expires_at IS NULL OR expires_at > {now}
 GROUP BY type;
+
+-- name: queue_stats
+-- stats per named queue instead of per type: live jobs by state, the oldest due job's age.
+SELECT queue,
+    sum(CASE WHEN state = 'pending' AND run_at <= {now} THEN 1 ELSE 0 END) AS due,
+    sum(CASE WHEN state = 'pending' AND run_at > {now} THEN 1 ELSE 0 END) AS scheduled,
+    sum(CASE WHEN state = 'active' THEN 1 ELSE 0 END) AS active,
+    sum(CASE WHEN state = 'completed' THEN 1 ELSE 0 END) AS completed,
+    sum(CASE WHEN state = 'failed' THEN 1 ELSE 0 END) AS failed,
+    sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
+    {now} - min(CASE WHEN state = 'pending' AND run_at <= {now} THEN run_at END)
+        AS oldest_due_age_ms
+FROM {table}
+WHERE expires_at IS NULL OR expires_at > {now}
+GROUP BY queue;
 
 -- name: requeue_job
 -- An operator's retry: a live failed or cancelled job becomes pending, due now, with exactly

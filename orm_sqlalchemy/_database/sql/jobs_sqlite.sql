@@ -10,12 +10,12 @@
 -- The conflict target names the partial key index (an older table's UNIQUE (key) fits too).
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, stalls, max_stalls, priority
+    trace_context, keep_until, created_at, stalls, max_stalls, priority, queue
 )
 VALUES (
     :id, :type, :payload, 'pending', 0, :max_attempts,
     COALESCE(:run_at, :now + :delay_ms), COALESCE(:run_at, :now + :delay_ms),
-    :timeout_ms, :key, :trace_context, :keep_until, :now, 0, :max_stalls, :priority
+    :timeout_ms, :key, :trace_context, :keep_until, :now, 0, :max_stalls, :priority, :queue
 )
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -24,7 +24,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    priority = excluded.priority, result = NULL, progress = NULL
+    priority = excluded.priority, queue = excluded.queue, result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -39,12 +39,12 @@ RETURNING id, type;
 -- true" lets SQLite's parser tell the SELECT from the upsert clause.
 INSERT INTO {table} AS j (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
-    trace_context, keep_until, created_at, stalls, max_stalls, priority
+    trace_context, keep_until, created_at, stalls, max_stalls, priority, queue
 )
 SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
     COALESCE(value ->> 4, :now + (value ->> 5)), COALESCE(value ->> 4, :now + (value ->> 5)),
     value ->> 6, value ->> 7, value ->> 8, value ->> 9, :now, 0, value ->> 10,
-    value ->> 11
+    value ->> 11, value ->> 12
 FROM json_each(:jobs) WHERE true
 ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     id = excluded.id, type = excluded.type, payload = excluded.payload, state = 'pending',
@@ -53,7 +53,7 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
     trace_context = excluded.trace_context, keep_until = excluded.keep_until,
     last_error = NULL, errors = NULL, created_at = excluded.created_at, finished_at = NULL,
     expires_at = NULL, stalls = 0, max_stalls = excluded.max_stalls,
-    priority = excluded.priority, result = NULL, progress = NULL
+    priority = excluded.priority, queue = excluded.queue, result = NULL, progress = NULL
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
@@ -95,7 +95,7 @@ UPDATE {table} SET
         THEN max(:now + :retain_failed_ms, coalesce(keep_until, 0)) END
 WHERE id IN (
     SELECT id FROM {table}
-    WHERE due_at <= :now AND type IN (SELECT value FROM json_each(:types))
+    WHERE due_at <= :now AND queue = :queue AND type IN (SELECT value FROM json_each(:types))
     ORDER BY priority DESC, due_at
     LIMIT :limit
 )
@@ -219,13 +219,13 @@ LIMIT :batch;
 INSERT INTO {table} (
     id, type, payload, state, attempts, max_attempts, run_at, due_at, timeout_ms, key,
     trace_context, keep_until, created_at, stalls, max_stalls, priority, workflow_id,
-    workflow_seq, depends_on, waiting
+    workflow_seq, depends_on, waiting, queue
 )
 SELECT value ->> 0, value ->> 1, value ->> 2, 'pending', 0, value ->> 3,
     COALESCE(value ->> 4, :now + (value ->> 5)),
     CASE WHEN value ->> 12 = 0 THEN COALESCE(value ->> 4, :now + (value ->> 5)) END,
     value ->> 6, NULL, value ->> 7, value ->> 8, :now, 0, value ->> 9, value ->> 10,
-    :workflow_id, key, value ->> 11, value ->> 12
+    :workflow_id, key, value ->> 11, value ->> 12, value ->> 13
 FROM json_each(:jobs);
 
 -- name: enqueue_workflow_edges
@@ -235,7 +235,7 @@ SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:edges);
 
 -- name: workflow_jobs
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress,
     workflow_id, depends_on
 FROM {table}
 WHERE workflow_id = :workflow_id AND (expires_at IS NULL OR expires_at > :now)
@@ -287,7 +287,7 @@ RETURNING id, type;
 
 -- name: get_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE id = :id AND (expires_at IS NULL OR expires_at > :now);
@@ -300,7 +300,8 @@ GROUP BY state;
 -- name: next_due
 -- Milliseconds until the next job of :types is due (negative: overdue; NULL: none).
 SELECT min(due_at) - :now AS due_in FROM {table}
-WHERE due_at IS NOT NULL AND type IN (SELECT value FROM json_each(:types));
+WHERE due_at IS NOT NULL AND type IN (SELECT value FROM json_each(:types))
+    AND queue IN (SELECT value FROM json_each(:queues));
 
 -- name: prune
 DELETE FROM {table}
@@ -313,11 +314,12 @@ RETURNING 1;
 -- Newest first, resuming strictly after the cursor's (created_at, id) (the first page binds
 -- one past every row): a backward range scan of the created index.
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
     AND type = coalesce(:type, type)
+    AND queue = coalesce(:queue, queue)
     AND (expires_at IS NULL OR expires_at > :now)
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
@@ -326,7 +328,7 @@ LIMIT :limit;
 -- list_jobs of one state: a backward range scan of the state index, whose first column keys
 -- pending and active jobs alike as 'live' (tables.listed_state; :listed is that key of :state).
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE (created_at, id) < (:before_at, :before_id)
@@ -335,13 +337,14 @@ WHERE (created_at, id) < (:before_at, :before_id)
     -- no longer be the indexed expression
     AND +state = :state
     AND type = coalesce(:type, type)
+    AND queue = coalesce(:queue, queue)
     AND (expires_at IS NULL OR expires_at > :now)
 ORDER BY created_at DESC, id DESC
 LIMIT :limit;
 
 -- name: find_job
 SELECT id, type, state, payload, attempts, max_attempts, run_at, last_error, key, timeout_ms,
-    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, result, progress, workflow_id,
+    created_at, finished_at, trace_context, errors, stalls, max_stalls, priority, queue, result, progress, workflow_id,
     depends_on
 FROM {table}
 WHERE key = :key AND (expires_at IS NULL OR expires_at > :now);
@@ -391,6 +394,21 @@ SELECT type,
 FROM {table}
 WHERE expires_at IS NULL OR expires_at > :now
 GROUP BY type;
+
+-- name: queue_stats
+-- stats per named queue instead of per type: live jobs by state, the oldest due job's age.
+SELECT queue,
+    sum(CASE WHEN state = 'pending' AND run_at <= :now THEN 1 ELSE 0 END) AS due,
+    sum(CASE WHEN state = 'pending' AND run_at > :now THEN 1 ELSE 0 END) AS scheduled,
+    sum(CASE WHEN state = 'active' THEN 1 ELSE 0 END) AS active,
+    sum(CASE WHEN state = 'completed' THEN 1 ELSE 0 END) AS completed,
+    sum(CASE WHEN state = 'failed' THEN 1 ELSE 0 END) AS failed,
+    sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
+    :now - min(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END)
+        AS oldest_due_age_ms
+FROM {table}
+WHERE expires_at IS NULL OR expires_at > :now
+GROUP BY queue;
 
 -- name: requeue_job
 -- An operator's retry: a live failed or cancelled job becomes pending, due now, with exactly

@@ -11,12 +11,12 @@
 -- :delay_ms after the append's time (NULL when neither is given: due when published).
 INSERT INTO {table} (
     id, type, payload, key, delay_ms, created_at, available_at, attempts, trace_context,
-    run_at, max_attempts, priority
+    run_at, max_attempts, priority, queue
 )
 SELECT CAST(:id AS text), CAST(:type AS text), CAST(:payload AS text), CAST(:key AS text),
     CAST(:delay_ms AS bigint), at, at, 0, CAST(:trace_context AS text),
     COALESCE(CAST(:run_at AS bigint), at + CAST(:delay_ms AS bigint)),
-    CAST(:max_attempts AS integer), CAST(:priority AS integer)
+    CAST(:max_attempts AS integer), CAST(:priority AS integer), CAST(:queue AS text)
 FROM (
     SELECT COALESCE(CAST(:now AS bigint), floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
 ) AS t(at)
@@ -42,7 +42,7 @@ UPDATE {table} AS e SET
 FROM picked
 WHERE e.id = picked.id
 RETURNING e.id, e.type, e.payload, e.key, e.delay_ms, e.created_at, e.attempts, e.lease_token,
-    e.trace_context, e.run_at, e.max_attempts, e.priority;
+    e.trace_context, e.run_at, e.max_attempts, e.priority, e.queue;
 
 -- name: mark_published
 UPDATE {table} SET published_at = {now}

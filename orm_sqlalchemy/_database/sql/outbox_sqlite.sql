@@ -12,10 +12,10 @@
 -- :delay_ms after this statement's time (NULL when neither is given: due when published).
 INSERT INTO {table} (
     id, type, payload, key, delay_ms, created_at, available_at, attempts, trace_context,
-    run_at, max_attempts, priority
+    run_at, max_attempts, priority, queue
 )
 VALUES (:id, :type, :payload, :key, :delay_ms, {now}, {now}, 0, :trace_context,
-    COALESCE(:run_at, {now} + :delay_ms), :max_attempts, :priority)
+    COALESCE(:run_at, {now} + :delay_ms), :max_attempts, :priority, :queue)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -34,7 +34,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, type, payload, key, delay_ms, created_at, attempts, lease_token, trace_context,
-    run_at, max_attempts, priority;
+    run_at, max_attempts, priority, queue;
 
 -- name: mark_published
 UPDATE {table} SET published_at = {now}

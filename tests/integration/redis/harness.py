@@ -75,6 +75,8 @@ async def blocked_in_blpop(client: Redis, name: str) -> int:
 class RedisHarness:
     """Drivers on one fresh namespace, each on its own client; cleans up at ``cleanup()``."""
 
+    named_queues = False  # the Redis driver keeps every job in "default" so far
+
     def __init__(self, namespace: str | None = None, *, connect: Connect = shared_server) -> None:
         self.connect = connect
         self.clock = ManualClock()

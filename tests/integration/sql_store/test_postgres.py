@@ -158,13 +158,19 @@ async def test_close_leaves_no_connection_open(pg_harness: StoreHarness) -> None
 
 
 async def test_the_claim_uses_the_claim_index(pg_harness: StoreHarness) -> None:
-    """Among many finished rows the claim walks the partial (priority desc, due_at) index."""
+    """Among many finished rows, and due jobs of another queue, the claim walks the partial
+    (queue, priority desc, due_at) index."""
     store = pg_harness.store()
     await store.create_schema()
     await pg_harness.sql(
         "INSERT INTO {table} (id, type, payload, state, attempts, max_attempts, run_at, due_at,"
         " created_at) SELECT g::text, 't', 'null', 'completed', 1, 1, 0, NULL, 0"
         " FROM generate_series(1, 5000) g"
+    )
+    await pg_harness.sql(
+        "INSERT INTO {table} (id, type, payload, state, attempts, max_attempts, run_at, due_at,"
+        " created_at, queue) SELECT 'o' || g::text, 't', 'null', 'pending', 0, 1, 0, 0, 0,"
+        " 'other' FROM generate_series(1, 2000) g"
     )
     await pg_harness.sql("ANALYZE {table}")
     engine = create_engine(pg_harness.url)
@@ -173,13 +179,15 @@ async def test_the_claim_uses_the_claim_index(pg_harness: StoreHarness) -> None:
             plan = await conn.execute(
                 text(
                     f'EXPLAIN SELECT id FROM "{pg_harness.table}" WHERE due_at <= 1 '
+                    "AND queue = 'default' AND type = ANY(ARRAY['t']) "
                     "ORDER BY priority DESC, due_at LIMIT 10 FOR UPDATE SKIP LOCKED"
                 )
             )
             lines = "\n".join(row[0] for row in plan)
     finally:
         await engine.dispose()
-    assert f"ix_{pg_harness.table}_claim" in lines
+    assert f"ix_{pg_harness.table}_queue_claim" in lines, lines
+    assert "Sort" not in lines, lines
 
 
 async def test_a_store_starting_on_an_up_to_date_table_waits_for_no_open_transaction(

@@ -172,6 +172,37 @@ async def test_a_job_table_of_the_previous_version_is_upgraded_by_create_schema(
     assert [job.id for job in await store.claim(5, LEASE_MS, ["t"])][:1] == [first]
 
 
+async def test_a_job_table_made_before_named_queues_is_upgraded_by_create_schema(
+    harness: StoreHarness,
+) -> None:
+    """A table of the version before named queues (no queue column, the claim index without
+    it): its jobs are in "default" once create_schema added the column (a constant default),
+    the new claim index replaces the old one, and named queues work on it."""
+    old = harness.store()
+    before = await old.enqueue(new_request())
+    await old.close()
+    await harness.sql(f'DROP INDEX "ix_{harness.table}_queue_claim"')
+    old_claim = f"ix_{harness.table}_claim"
+    await harness.sql(
+        f'CREATE INDEX "{old_claim}" ON {{table}} (priority DESC, due_at) WHERE due_at IS NOT NULL'
+    )
+    await harness.sql("ALTER TABLE {table} DROP COLUMN queue")
+    unmigrated = harness.store(create_tables=False)
+    with pytest.raises(StoreSchemaError, match="has no column 'queue'"):
+        await unmigrated.get_job(before or "")
+    store = harness.store()
+    await store.create_schema()
+    _, indexes = await listed_names(harness)
+    assert f"ix_{harness.table}_queue_claim" in indexes
+    assert old_claim not in indexes
+    info = await store.get_job(before or "")
+    assert info is not None
+    assert info.queue == "default"
+    emails = await store.enqueue(new_request(queue="emails"))
+    assert [job.id for job in await store.claim(5, LEASE_MS, ["t"])] == [before]
+    assert [job.id for job in await store.claim(5, LEASE_MS, ["t"], "emails")] == [emails]
+
+
 async def listed_names(harness: StoreHarness) -> tuple[set[str], set[str]]:
     """The harness's tables in the database, and the indexes of its job table."""
     if harness.postgres:
@@ -210,6 +241,7 @@ async def test_a_list_page_is_read_off_an_index_in_order_on_a_fresh_table(
     explain = "EXPLAIN " if harness.postgres else "EXPLAIN QUERY PLAN "
     listed = None if state is None else state_key(state)
     params = {"before_at": 2**63 - 1, "before_id": "", "state": state, "type": job_type}
+    params["queue"] = None
     params["listed"] = listed
     plan = await store._backend.fetch_unsorted(
         Statement(name, explain + listing.text, listing.positional),
@@ -247,7 +279,7 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
     assert {index.name for index in schema.jobs.indexes} == {
         f"ux_{harness.table}_key",
         f"ix_{harness.table}_due",
-        f"ix_{harness.table}_claim",
+        f"ix_{harness.table}_queue_claim",
         f"ix_{harness.table}_expires",
         f"ix_{harness.table}_created",
         f"ix_{harness.table}_by_state",

@@ -21,6 +21,7 @@ class Job:
     state: JobState
     created_at: int
     run_at: int
+    queue: str = "default"
 
 
 def expected_page(jobs: dict[str, Job], state: JobState | None, job_type: str | None) -> list[str]:

@@ -234,9 +234,10 @@ def test_a_job_request_keeps_the_dataclass_semantics_its_own_init_must_not_lose(
     request = JobRequest(
         id="i", type="t", payload="{}", max_attempts=2, timeout_ms=5, key="k", delay_ms=7,
         run_at_ms=8, keep_until_ms=9, trace_context="tp", max_stalls=4, priority=-6,
+        queue="q",
     )  # fmt: skip
     assert [getattr(request, f.name) for f in dataclasses.fields(JobRequest)] == [
-        "i", "t", "{}", 2, 5, "k", 7, 8, 9, "tp", 4, -6,
+        "i", "t", "{}", 2, 5, "k", 7, 8, 9, "tp", 4, -6, "q",
     ]  # fmt: skip
     plain = JobRequest(id="i", type="t", payload="{}", max_attempts=2)
     assert (plain.timeout_ms, plain.key, plain.delay_ms, plain.run_at_ms) == (None, None, 0, None)

@@ -1,0 +1,297 @@
+"""Conformance: named queues (issue 30). A job waits in one named queue (``"default"`` unless
+the request, its handler or its definition names another); a claim of a queue never takes a
+job of another, pending or with an expired lease. A job keeps its queue through a retry, a
+release and an operator's requeue; ``JobInfo.queue`` and ``list_jobs(queue=...)`` report it.
+A runner serving several queues in strict order drains the first before the next; one with
+weights serves them all; one serving a queue leaves the others' jobs alone. A bad queue name
+is refused before any write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from jobs.errors import DriverError, JobOptionError
+from jobs.handlers import JobHandlerRegistry
+from jobs.new_job import NewJob
+from jobs.queue import JobQueue
+from jobs.runner import JobRunner
+from jobs.settings import JobsSettings
+from jobs.spi import JobDriver, QueueOperations
+
+from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, info_of, wait_until
+from .requests import new_request
+
+_HEARTBEAT_MS = 1_000
+
+
+async def _claim_ids(driver: JobDriver, queue: str, limit: int = 10) -> list[str]:
+    return [job.id for job in await driver.claim(limit, LEASE_MS, ALL, queue)]
+
+
+async def _states(driver: JobDriver, ids: list[str]) -> list[str]:
+    return [(await info_of(driver, job_id)).state for job_id in ids]
+
+
+class QueueConformance:
+    """A claim takes only jobs of its queue; jobs report theirs."""
+
+    async def test_a_job_without_a_queue_is_in_default_and_a_claim_without_one_takes_it(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        driver = await driver_harness.driver()
+        plain = await enqueue(driver)
+        assert (await info_of(driver, plain)).queue == "default"
+        assert await _claim_ids(driver, "emails") == []
+        assert (await claim_one(driver)).id == plain
+
+    async def test_a_claim_of_one_queue_never_takes_a_job_of_another(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        emails = [await enqueue(driver, queue="emails") for _ in range(3)]
+        exports = await enqueue(driver, queue="exports")
+        plain = await enqueue(driver)
+        assert (await info_of(driver, emails[0])).queue == "emails"
+        assert sorted(await _claim_ids(driver, "emails")) == sorted(emails)
+        assert await _claim_ids(driver, "emails") == []
+        assert await _claim_ids(driver, "exports") == [exports]
+        assert [job.id for job in await driver.claim(10, LEASE_MS, ALL)] == [plain]
+
+    async def test_an_expired_lease_is_reclaimed_only_from_its_queue(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        job_id = await enqueue(driver, queue="emails")
+        assert await _claim_ids(driver, "emails") == [job_id]
+        driver_harness.clock.advance(LEASE_MS + 1)
+        assert await driver.claim(10, LEASE_MS, ALL) == []  # the default queue's claim
+        assert await _claim_ids(driver, "exports") == []
+        [again] = await driver.claim(10, LEASE_MS, ALL, "emails")
+        assert (again.id, again.reclaimed) == (job_id, True)
+
+    async def test_a_job_keeps_its_queue_through_retry_release_and_requeue(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        job_id = await enqueue(driver, queue="emails", max_attempts=1)
+        [held] = await driver.claim(1, LEASE_MS, ALL, "emails")
+        assert await driver.release(job_id, held.lease_token)
+        assert await driver.claim(1, LEASE_MS, ALL) == []
+        [held] = await driver.claim(1, LEASE_MS, ALL, "emails")
+        assert await driver.retry(job_id, held.lease_token, delay_ms=0, error="E: again")
+        assert await driver.claim(1, LEASE_MS, ALL) == []
+        [held] = await driver.claim(1, LEASE_MS, ALL, "emails")
+        assert await driver.fail(job_id, held.lease_token, error="E: boom")
+        assert await driver.requeue(job_id)
+        assert await driver.claim(1, LEASE_MS, ALL) == []
+        assert await _claim_ids(driver, "emails") == [job_id]
+        assert (await info_of(driver, job_id)).queue == "emails"
+
+    async def test_list_jobs_of_a_queue(self, driver_harness: DriverHarness) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        emails = [await enqueue(driver, queue="emails") for _ in range(3)]
+        await enqueue(driver)
+        await enqueue(driver, "other", queue="exports")
+        queue = JobQueue(driver)
+        page = await queue.list_jobs(queue="emails", limit=2)
+        assert len(page.jobs) == 2
+        assert page.next_cursor is not None
+        rest = await queue.list_jobs(queue="emails", limit=2, cursor=page.next_cursor)
+        listed = [job.id for job in page.jobs + rest.jobs]
+        assert sorted(listed) == sorted(emails)
+        assert rest.next_cursor is None
+        assert {job.queue for job in page.jobs + rest.jobs} == {"emails"}
+        pending = await queue.list_jobs(queue="exports", state="pending")
+        assert [job.type for job in pending.jobs] == ["other"]
+        assert (await queue.list_jobs(queue="nothing-here")).jobs == []
+        everything = await queue.list_jobs()
+        assert len(everything.jobs) == 5
+
+    async def test_queue_stats_count_per_queue(self, driver_harness: DriverHarness) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        if not isinstance(driver, QueueOperations):
+            pytest.skip("the driver reports no queues")
+        now = driver_harness.clock.now_ms()
+        await enqueue(driver, queue="emails")
+        await enqueue(driver, queue="emails", run_at_ms=now + 60_000)
+        held = await enqueue(driver, queue="emails")
+        await enqueue(driver, "other")
+        await driver.claim(1, LEASE_MS, ALL, "emails")
+        stats = await JobQueue(driver).queue_stats()
+        assert set(stats) == {"emails", "default"}
+        emails = stats["emails"]
+        assert (emails.due, emails.scheduled, emails.active) == (1, 1, 1)
+        assert stats["default"].due == 1
+        assert held  # the one claimed is one of the two due
+        by_type = await driver.stats()  # per type as before
+        assert by_type["t"].due + by_type["t"].active + by_type["t"].scheduled == 3
+
+    async def test_the_queue_takes_the_queue_from_the_request_then_handler_then_definition(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        from pydantic import BaseModel
+
+        from jobs.definitions import define_job
+
+        class Empty(BaseModel):
+            pass
+
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        registry = JobHandlerRegistry()
+        registry.register("h", _nothing, queue="handled")
+        queue = JobQueue(driver, registry=registry)
+        mailing = define_job("t", Empty, queue="emails")
+        ids = [
+            await queue.enqueue(mailing, {}),
+            await queue.enqueue(mailing, {}, queue="urgent"),
+            await queue.enqueue("h", {}),
+            await queue.enqueue("h", {}, queue="default"),
+            await queue.enqueue("plain", {}),
+            *await queue.enqueue_many(
+                [NewJob(type="plain", queue="batch"), NewJob(type=mailing, payload={})]
+            ),
+        ]
+        queues = [(await info_of(driver, job_id)).queue for job_id in ids if job_id]
+        assert queues == ["emails", "urgent", "handled", "default", "default", "batch", "emails"]
+
+    @pytest.mark.parametrize("name", ["", "two words", "a{b}", "x" * 65, 7, None])
+    async def test_a_bad_queue_name_is_refused_before_any_write(
+        self, driver_harness: DriverHarness, name: Any
+    ) -> None:
+        driver = await driver_harness.driver()
+        queue = JobQueue(driver)
+        if name is not None:
+            with pytest.raises(JobOptionError, match="queue"):
+                await queue.enqueue("t", {}, queue=name)
+        with pytest.raises(JobOptionError, match="queue"):
+            await queue.enqueue_many([NewJob(type="t"), NewJob(type="t", queue=name or "a b")])
+        if getattr(driver_harness, "checks_requests", True):
+            with pytest.raises(JobOptionError, match="queue"):
+                await driver.enqueue(new_request(queue=name or "a b"))
+        assert sum((await driver.counts()).values()) == 0
+
+    async def test_a_driver_without_named_queues_refuses_one_before_any_write(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        if getattr(driver_harness, "named_queues", True) is not False:
+            pytest.skip("the driver stores jobs in named queues")
+        driver = await driver_harness.driver()
+        with pytest.raises(DriverError, match="named queues"):
+            await JobQueue(driver).enqueue("t", {}, queue="emails")
+        with pytest.raises(DriverError, match="named queues"):
+            await driver.enqueue_many([new_request(), new_request(queue="emails")])
+        assert sum((await driver.counts()).values()) == 0
+
+    async def test_a_runner_serving_one_queue_leaves_the_others_alone(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        ran: list[str] = []
+        runner = _runner(driver, ran, queues="emails")
+        mine = [await enqueue(driver, payload={"id": f"e{i}"}, queue="emails") for i in range(3)]
+        others = [await enqueue(driver, payload={"id": "x"}, queue="exports")]
+        others.append(await enqueue(driver, payload={"id": "d"}))
+        runner.start()
+        try:
+            await wait_until(lambda: _all_completed(driver, mine), message="the emails ran")
+        finally:
+            await runner.close()
+        assert sorted(ran) == ["e0", "e1", "e2"]
+        assert await _states(driver, others) == ["pending", "pending"]
+
+    async def test_strict_order_drains_the_first_queue_before_the_next(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        ran: list[str] = []
+        runner = _runner(driver, ran, queues="critical,default")
+        ids = [await enqueue(driver, payload={"id": f"d{i}"}) for i in range(3)]
+        ids += [await enqueue(driver, payload={"id": f"c{i}"}, queue="critical") for i in range(3)]
+        runner.start()
+        try:
+            await wait_until(lambda: _all_completed(driver, ids), message="every job ran")
+        finally:
+            await runner.close()
+        assert sorted(ran[:3]) == ["c0", "c1", "c2"]
+        assert sorted(ran[3:]) == ["d0", "d1", "d2"]
+
+    async def test_weights_serve_every_queue(self, driver_harness: DriverHarness) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        ran: list[str] = []
+        runner = _runner(driver, ran, queues="a=1,b=1")
+        names = [(q, f"{q}{i}") for q in "ab" for i in range(4)]
+        ids = [await enqueue(driver, payload={"id": name}, queue=q) for q, name in names]
+        runner.start()
+        try:
+            await wait_until(lambda: _all_completed(driver, ids), message="every job ran")
+        finally:
+            await runner.close()
+        assert sorted(ran) == sorted(f"{q}{i}" for q in "ab" for i in range(4))
+
+    async def test_a_runner_given_no_queues_serves_default_and_its_handlers_queues(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        ran: list[str] = []
+        registry = JobHandlerRegistry()
+        registry.register(ALL[0], _recorder(ran))
+        registry.register("mail", _recorder(ran), queue="emails")
+        runner = JobRunner(driver, registry, _settings())
+        assert runner.queues.names == ("default", "emails")
+        ids = [
+            await enqueue(driver, payload={"id": "plain"}),
+            await enqueue(driver, "mail", payload={"id": "mail"}, queue="emails"),
+        ]
+        stray = await enqueue(driver, payload={"id": "stray"}, queue="exports")
+        runner.start()
+        try:
+            await wait_until(lambda: _all_completed(driver, ids), message="both ran")
+        finally:
+            await runner.close()
+        assert sorted(ran) == ["mail", "plain"]
+        assert await _states(driver, [stray]) == ["pending"]
+
+
+def _needs_named_queues(harness: DriverHarness) -> None:
+    if getattr(harness, "named_queues", True) is False:
+        pytest.skip("the driver keeps every job in the default queue")
+
+
+async def _nothing(payload: Any) -> None:
+    return None
+
+
+def _recorder(ran: list[str]) -> Any:
+    async def run(payload: Any) -> None:
+        ran.append(payload["id"])
+        await asyncio.sleep(0)
+
+    return run
+
+
+def _settings() -> JobsSettings:
+    return JobsSettings(concurrency=1, prefetch=0, lease_ms=LEASE_MS, heartbeat_ms=_HEARTBEAT_MS)
+
+
+def _runner(driver: JobDriver, ran: list[str], *, queues: str) -> JobRunner:
+    registry = JobHandlerRegistry()
+    registry.register(ALL[0], _recorder(ran))
+    return JobRunner(driver, registry, _settings(), queues=queues)
+
+
+async def _all_completed(driver: JobDriver, ids: list[str]) -> bool:
+    return all(state == "completed" for state in await _states(driver, ids))
