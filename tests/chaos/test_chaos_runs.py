@@ -170,8 +170,8 @@ async def test_workflows_run_in_order_and_lose_nothing_while_workers_are_killed(
     assert verdict.executions >= verdict.jobs
 
 
-FULL_WORKFLOWS = ChaosPlan(workers=3, kill_every_s=1.0, workflows=200)
-"""``make chaos``'s workflow run: 200 workflows, a worker killed every second."""
+FULL_WORKFLOWS = ChaosPlan(workers=3, kill_every_s=0.5, workflows=200)
+"""``make chaos``'s workflow run: 200 workflows, a worker killed every half second."""
 
 
 @pytest.mark.chaos

@@ -85,7 +85,7 @@ def test_a_callback_that_ran_twice_without_a_kill_is_reported() -> None:
     infos[2] = job(1, 2, (0, 1), stalls=1)
     verdict = check_workflows([CommittedWorkflow(1, GROUP, infos)], [], events, killed=[])
     assert not verdict.ok
-    assert verdict.duplicates == 1
+    assert (verdict.duplicates, verdict.callback_duplicates) == (1, 1)
     assert any(
         p.startswith("workflow 1's callback (step 2, job w1s2): attempt 1 ran in pid 10, which "
                      "was not killed")
@@ -100,7 +100,7 @@ def test_a_callback_run_again_after_its_runner_was_killed_is_explained() -> None
     infos[2] = job(1, 2, (0, 1), stalls=1)
     verdict = check_workflows([CommittedWorkflow(1, GROUP, infos)], [], events, killed=[10])
     assert verdict.ok, verdict.problems
-    assert (verdict.duplicates, verdict.executions) == (1, 4)
+    assert (verdict.duplicates, verdict.callback_duplicates, verdict.executions) == (1, 1, 4)
 
 
 def test_a_chain_step_before_its_predecessor_finished_is_reported() -> None:

@@ -128,7 +128,7 @@ def _workflow_cases(urls: dict[str, str]) -> list[Case]:
         for name, control in (("workflows: no kills", True), ("workflows: SIGKILL workers", False)):
             store = ChaosStore.fresh(url, outbox_url)
             cases.append(Case(name, store.label, _on(store, kill_workflows), store.drop, control,
-                              kills_faster=2.0))  # fmt: skip
+                              kills_faster=4.0))  # fmt: skip
     return cases
 
 
@@ -171,14 +171,16 @@ def render(runs: list[Run], console: Console) -> None:
     table = Table(title="chaos: at least once, checked")
     for column in ("scenario", "store", "jobs", "kills", "executions", "lost", "duplicates",
                    "stalls", "unexpected", "unexplained", "effects", "effect dups",
-                   "workflows", "s"):  # fmt: skip
+                   "workflows", "callback dups", "s"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("scenario", "store") else "right")
     for run in runs:
         if run.verdict is None:
             table.add_row(run.scenario, run.store, f"[red]{run.error}[/red]")
             continue
         row = run.verdict.as_row()
-        extras = [run.verdict.effects, run.verdict.effect_duplicates, run.verdict.workflows]
+        verdict = run.verdict
+        extras = [verdict.effects, verdict.effect_duplicates, verdict.workflows,
+                  verdict.callback_duplicates]  # fmt: skip
         table.add_row(run.scenario, run.store, *(str(v) for v in row.values()),
                       *("-" if v is None else str(v) for v in extras),
                       f"{run.seconds:.0f}")  # fmt: skip

@@ -46,6 +46,9 @@ class Verdict:
     """Jobs whose effect was committed more than once (0 through an inbox)."""
     workflows: int | None = None
     """The workflow variant: the committed workflows checked (``jobs`` counts their jobs)."""
+    callback_duplicates: int | None = None
+    """The workflow variant: callbacks (jobs with several parents) that ran more than once,
+    each explained by a kill or counted unexplained: how often a kill hit one mid-handler."""
 
     @property
     def unexplained(self) -> int:

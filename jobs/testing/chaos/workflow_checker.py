@@ -50,7 +50,10 @@ def check_workflows(
     killed: Collection[int],
 ) -> Verdict:
     verdict = Verdict(
-        jobs=sum(len(w.parents) for w in committed), kills=len(killed), workflows=len(committed)
+        jobs=sum(len(w.parents) for w in committed),
+        kills=len(killed),
+        workflows=len(committed),
+        callback_duplicates=0,
     )
     lines: dict[str, list[tuple[int, Mapping[str, Any]]]] = defaultdict(list)
     for position, event in enumerate(events, start=1):  # ledger lines count from 1
@@ -107,6 +110,8 @@ def _check_workflow(
             continue
         runs = [event for _, event in lines.get(info.id, []) if event["event"] == "start"]
         _check_executions(info.id, info, runs, killed, verdict, name)
+        if len(parents[step]) > 1 and len(runs) > 1:
+            verdict.callback_duplicates = (verdict.callback_duplicates or 0) + 1
         for parent in parents[step]:
             parent_info = by_step.get(parent)
             if parent_info is not None:
