@@ -59,6 +59,7 @@ from jobs.spi import (
     WorkerInfo,
     WorkerRegistration,
     WorkflowJob,
+    stalled_error,
 )
 from jobs.spi.support import (
     DEFAULT_QUEUE,
@@ -385,24 +386,7 @@ class SQLAlchemyJobStore:
             if watch is not None:
                 self._next_due.drop(watch)
             raise
-        leased: list[Row] = []
-        taken = 0
-        stalled_parents: list[str] = []
-        for row in rows:
-            if row["id"] is None:  # claim_next_due's row for its answer when it took none
-                continue
-            taken += 1
-            if row["state"] == "active":
-                leased.append(row)
-            else:
-                stalled_parents += [row["id"]] if row["workflow_id"] is not None else []
-                logger.warning(
-                    "job {} ({}) failed: its lease expired without a settle {} time(s), more "
-                    "than its max_stalls",
-                    row["id"],
-                    row["type"],
-                    row["stalls"],
-                )
+        leased, stalled_parents, taken = _sort_claimed(rows)
         self._next_due.claimed(types, took_all=taken >= limit, queue=queue)
         if watch is not None:
             if rows and taken < limit:
@@ -412,32 +396,33 @@ class SQLAlchemyJobStore:
                 self._next_due.keep(types, watch, due_in, queue)
             else:
                 self._next_due.drop(watch)
-        if stalled_parents or self._prune_due():
-            await self._after_claim(stalled_parents)
+        for row in stalled_parents:
+            await self._fail_stalled_workflow_job(row)
+        if self._prune_due():
+            await self._prune_in_passing()
         broken = [(row, why) for row in leased if (why := malformed(row)) is not None]
         if broken:
             leased = await self._fail_malformed(leased, broken)
         leased.sort(key=_claim_order)
         return [claimed_job(row) for row in leased]
 
-    async def _after_claim(self, stalled_parents: list[str]) -> None:
-        """What a claim leaves to the statements after it: the dependents of the workflow jobs
-        it failed (their leases expired too often), and the prune when it is due. A failure
-        here must not lose the claim's leases: it is logged, and the prune's sweep settles
-        those dependents later."""
-        if stalled_parents:
-            try:
-                await self._settle_parents(stalled_parents)
-            except DriverError as exc:
-                logger.warning(
-                    "{} could not settle the dependents of workflow jobs {} yet (the prune "
-                    "will): {}",
-                    self._name,
-                    stalled_parents,
-                    exc,
-                )
-        if self._prune_due():
-            await self._prune_in_passing()
+    async def _fail_stalled_workflow_job(self, row: Row) -> None:
+        """Fail a workflow job whose lease expired more often than its max_stalls: the claim
+        leased it (rather than failing it in place, as a plain job) so that ``finish`` fails it
+        and settles its dependents in one statement or transaction. A crash before this leaves
+        it leased: the lease expires, and the next claim hands it here again."""
+        _log_stall_failure(row)
+        error = stalled_error(row["stalls"], row["max_stalls"])
+        try:
+            await self._finish(row["id"], row["lease_token"], "failed", error)
+        except DriverError as exc:
+            logger.warning(
+                "{} could not fail workflow job {} yet (its lease expires, and a later claim "
+                "fails it): {}",
+                self._name,
+                row["id"],
+                exc,
+            )
 
     async def _fail_malformed(
         self, leased: list[Row], broken: list[tuple[Row, str]]
@@ -912,3 +897,32 @@ def _claim_order(row: Row) -> tuple[int, int]:
     (the statement's RETURNING order is the update's, not its ORDER BY)."""
     priority = row["priority"]
     return -(priority if type(priority) is int else 0), cast(int, row["run_at"])
+
+
+def _sort_claimed(rows: list[Row]) -> tuple[list[Row], list[Row], int]:
+    """A claim's rows: those leased to run, the workflow jobs leased to be failed for their
+    stalls, and how many jobs it took (failed in place included)."""
+    leased: list[Row] = []
+    stalled: list[Row] = []
+    taken = 0
+    for row in rows:
+        if row["id"] is None:  # claim_next_due's row for its answer when it took none
+            continue
+        taken += 1
+        if row["state"] != "active":
+            _log_stall_failure(row)
+        elif row["workflow_id"] is not None and row["stalls"] > row["max_stalls"]:
+            stalled.append(row)
+        else:
+            leased.append(row)
+    return leased, stalled, taken
+
+
+def _log_stall_failure(row: Row) -> None:
+    logger.warning(
+        "job {} ({}) failed: its lease expired without a settle {} time(s), more than its "
+        "max_stalls",
+        row["id"],
+        row["type"],
+        row["stalls"],
+    )

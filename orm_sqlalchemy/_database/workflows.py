@@ -15,9 +15,11 @@ after the attempt; the random part is lowercase hex, which has none), and ``comp
 ``fail`` pick the statement that settles dependents only for such a token. On PostgreSQL that
 statement is one statement (data-modifying CTEs, so one round trip, one transaction); on
 SQLite, which has none, it is a few statements in one write transaction (``release_steps``).
-A claim that fails a workflow job whose lease expired too often settles its dependents in the
-statement after it (``settle_workflow_parents``), and the prune's sweep settles any a crash
-left between the two.
+A workflow job whose lease expired more often than its max_stalls is not failed by the claim
+in place (as a plain job is) but leased, and failed by the store through ``finish`` right after,
+with its dependents in that one step: a crash between leaves it leased, and the claim after the
+lease fails it again. The prune's sweep (``settle_workflow_parents``) still settles the
+dependents of any parent that ended without them (a hand edit, an older version).
 """
 
 from __future__ import annotations

@@ -78,7 +78,9 @@ RETURNING j.id, j.type;
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
--- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error).
+-- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error);
+-- but a workflow job is leased (stalls past max_stalls), for the store to fail it through
+-- finish, which settles its dependents in the failure's own statement.
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table}
     WHERE due_at <= {now} AND queue = CAST(:queue AS text) AND type = ANY(CAST(:types AS text[]))
@@ -87,35 +89,35 @@ WITH due AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {table} AS j SET
-    state = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
+    state = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN 'failed' ELSE 'active' END,
     attempts = CASE WHEN j.state = 'active' THEN j.attempts ELSE j.attempts + 1 END,
     stalls = CASE WHEN j.state = 'active' THEN j.stalls + 1 ELSE j.stalls END,
-    lease_token = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls THEN NULL
+    lease_token = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL THEN NULL
         ELSE (CASE WHEN j.state = 'active' THEN j.attempts ELSE j.attempts + 1 END) || ':'
             || CASE WHEN j.workflow_id IS NULL THEN '' ELSE 'w' END
             || replace(gen_random_uuid()::text, '-', '') END,
-    due_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
+    due_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN NULL ELSE {now} + CAST(:lease_ms AS bigint) END,
-    last_error = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
+    last_error = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN CAST(:stalled_head AS text) || (j.stalls + 1) || CAST(:stalled_middle AS text)
             || j.max_stalls || CAST(:stalled_tail AS text)
         ELSE j.last_error END,
-    errors = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
+    errors = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN CAST(CASE WHEN jsonb_array_length(COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb))) >= :max_errors
             THEN CAST(j.errors AS jsonb) - 0 ELSE COALESCE(CAST(j.errors AS jsonb), CAST('[]' AS jsonb)) END
         || jsonb_build_array(jsonb_build_array(j.attempts, {now},
             CAST(:stalled_head AS text) || (j.stalls + 1) || CAST(:stalled_middle AS text)
             || j.max_stalls || CAST(:stalled_tail AS text))) AS text) ELSE j.errors END,
-    finished_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
+    finished_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN {now} END,
-    expires_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls
+    expires_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN GREATEST({now} + CAST(:retain_failed_ms AS bigint), COALESCE(j.keep_until, 0)) END
 FROM due
 WHERE j.id = due.id
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
     j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed,
-    j.stalls, j.priority, j.depends_on, j.workflow_id;
+    j.stalls, j.max_stalls, j.priority, j.depends_on, j.workflow_id;
 
 -- name: claim_next_due
 -- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:

@@ -63,35 +63,38 @@ RETURNING id, type;
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
--- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error).
+-- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error);
+-- but a workflow job is leased (stalls past max_stalls), for the store to fail it through
+-- finish, which settles its dependents in the failure's own transaction.
 -- SET expressions read the row as it was. RETURNING sees only the new row, so a reclaim's
 -- token carries the mark 'r' after the attempt (the random part is lowercase hex, which has
 -- none): the token stays opaque to workers.
 UPDATE {table} SET
-    state = CASE WHEN state = 'active' AND stalls >= max_stalls
+    state = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN 'failed' ELSE 'active' END,
     attempts = CASE WHEN state = 'active' THEN attempts ELSE attempts + 1 END,
     stalls = CASE WHEN state = 'active' THEN stalls + 1 ELSE stalls END,
-    lease_token = CASE WHEN state = 'active' AND stalls >= max_stalls THEN NULL
+    lease_token = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
+            THEN NULL
         WHEN state = 'active' THEN attempts || ':r'
             || CASE WHEN workflow_id IS NULL THEN '' ELSE 'w' END || lower(hex(randomblob(12)))
         ELSE (attempts + 1) || ':' || CASE WHEN workflow_id IS NULL THEN '' ELSE 'w' END
             || lower(hex(randomblob(12))) END,
-    due_at = CASE WHEN state = 'active' AND stalls >= max_stalls
+    due_at = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN NULL ELSE :now + :lease_ms END,
-    last_error = CASE WHEN state = 'active' AND stalls >= max_stalls
+    last_error = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN :stalled_head || (stalls + 1) || :stalled_middle || max_stalls || :stalled_tail
         ELSE last_error END,
-    errors = CASE WHEN state = 'active' AND stalls >= max_stalls
+    errors = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN CASE WHEN json_array_length(coalesce(errors, '[]')) >= :max_errors
             THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json_array(attempts, :now,
                 :stalled_head || (stalls + 1) || :stalled_middle || max_stalls || :stalled_tail))
         ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_array(attempts, :now,
                 :stalled_head || (stalls + 1) || :stalled_middle || max_stalls || :stalled_tail))
         END ELSE errors END,
-    finished_at = CASE WHEN state = 'active' AND stalls >= max_stalls
+    finished_at = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN :now END,
-    expires_at = CASE WHEN state = 'active' AND stalls >= max_stalls
+    expires_at = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN max(:now + :retain_failed_ms, coalesce(keep_until, 0)) END
 WHERE id IN (
     SELECT id FROM {table}
@@ -100,8 +103,8 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, priority, depends_on,
-    workflow_id;
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, max_stalls, priority,
+    depends_on, workflow_id;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms

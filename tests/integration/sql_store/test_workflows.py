@@ -14,7 +14,7 @@ import pytest
 
 from jobs import InProcessJobDriver
 from jobs.errors import DriverError, StoreSchemaError
-from jobs.spi import JobRequest, WorkflowJob, workflow_cancelled_error
+from jobs.spi import JobRequest, WorkflowJob, stalled_error, workflow_cancelled_error
 from jobs.testing.helpers import ALL, LEASE_MS, info_of
 from jobs.testing.requests import new_request
 from orm_sqlalchemy.engine import create_engine, create_sync_engine
@@ -206,18 +206,51 @@ async def test_a_workflow_job_failed_by_the_claim_for_stalling_cancels_its_depen
     harness.clock.advance(LEASE_MS + 1)  # the lease expires: its one stall too many
     assert await store.claim(10, LEASE_MS, ALL) == []  # fails it, then settles its dependents
     assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [after.id]
-    assert (await info_of(store, parent.id)).state == "failed"
+    failed = await info_of(store, parent.id)
+    assert (failed.state, failed.last_error) == ("failed", stalled_error(1, 0))
+    assert [(e.attempt, e.error) for e in failed.errors] == [(1, stalled_error(1, 0))]
     info = await info_of(store, child.id)
     assert info.state == "cancelled"
     assert info.last_error == workflow_cancelled_error(parent.id, "t", "failed")
     assert await _edges(harness) == 0
 
 
+async def test_a_crash_between_the_claim_and_the_stall_failure_fails_it_at_the_next_claim(
+    harness: StoreHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim leases a workflow job past its max_stalls, and the failure is written with its
+    dependents' settle, in one step: a process that dies between the two leaves the parent
+    leased (not failed with its dependents still waiting), and a claim after the lease fails
+    it and cancels them together."""
+    store = harness.store()
+    parent = _named("parent", max_stalls=0)
+    child = _named("child")
+    await store.enqueue_workflow(
+        "wf", [WorkflowJob(request=parent), WorkflowJob(request=child, depends_on=(parent.id,))]
+    )
+    assert [job.id for job in await store.claim(10, LEASE_MS, ALL)] == [parent.id]
+    harness.clock.advance(LEASE_MS + 1)
+
+    async def crashed(row: object) -> None:
+        return None
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "_fail_stalled_workflow_job", crashed)
+        assert await store.claim(10, LEASE_MS, ALL) == []
+    assert (await info_of(store, parent.id)).state == "active"
+    assert (await info_of(store, child.id)).state == "pending"
+    harness.clock.advance(LEASE_MS + 1)
+    assert await store.claim(10, LEASE_MS, ALL) == []
+    assert (await info_of(store, parent.id)).state == "failed"
+    assert (await info_of(store, child.id)).state == "cancelled"
+    assert await _edges(harness) == 0
+
+
 async def test_the_prune_sweep_settles_a_parent_a_crash_left_unsettled(
     harness: StoreHarness,
 ) -> None:
-    """A parent finished behind the store's back (as after a crash between a claim that failed
-    it and the statement after): the prune's sweep settles its dependents."""
+    """A parent finished behind the store's back (by hand, or by a version that settled a
+    stall failure's dependents after its claim): the prune's sweep settles its dependents."""
     store = harness.store()
     parents, callback = await _group_with_callback(store, "wf", 1)
     await harness.sql("UPDATE {table} SET state = 'completed', due_at = NULL WHERE id = :id",
