@@ -76,6 +76,7 @@ class InProcessJobDriver:
         self._ready: dict[_Lane, dict[int, list[_Entry]]] = {}  # -> priority -> heap
         self._leased: dict[_Lane, list[_Entry]] = {}
         self._finished: list[_Entry] = []
+        self._paused: set[str] = set()
         self._workflows: dict[str, dict[str, None]] = {}
         """A workflow's id -> its jobs' ids still stored, in the order they were stored."""
         self._dependents: dict[str, list[str]] = {}
@@ -445,6 +446,24 @@ class InProcessJobDriver:
         now = self._clock.now_ms()
         self._prune(now)
         return self._index.queue_stats(now, self._oldest_in_queue)
+
+    async def pause_queue(self, queue: str) -> bool:
+        self._check_open()
+        if queue in self._paused:
+            return False
+        self._paused.add(queue)
+        return True
+
+    async def resume_queue(self, queue: str) -> bool:
+        self._check_open()
+        if queue not in self._paused:
+            return False
+        self._paused.discard(queue)
+        self._notify()  # its due jobs may be claimed again
+        return True
+
+    async def paused_queues(self) -> set[str]:
+        return set(self._paused)
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         self._check_open()

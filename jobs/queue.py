@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
-from . import audit
+from . import audit, queue_control
 from . import operations as check
 from .audit import Actor
 from .definitions import JobDefinition
@@ -35,6 +35,7 @@ from .options import (
     check_timeout_ms,
 )
 from .payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, encode_payload
+from .queue_control import QueueInfo
 from .settings import DEFAULT_MAX_ATTEMPTS, JobsSettings
 from .spi.driver import AuditTrail, JobDriver, OutcomeCounters, QueueOperations, WorkflowStore
 from .spi.records import (
@@ -630,6 +631,22 @@ class JobQueue:
         if not isinstance(driver, QueueOperations):
             raise NotImplementedError(f"{type_name(driver)} reports no queues")
         return await driver.queue_stats()
+
+    async def pause_queue(self, queue: str, *, actor: Actor | None = None) -> bool:
+        """Pause a named queue, in the store: every runner stops claiming from it within one
+        poll interval; jobs running finish; enqueues still succeed. False if it was paused.
+        Recorded in the audit trail. NotImplementedError for a driver without
+        ``jobs.spi.QueuePauses``."""
+        return await queue_control.pause_queue(self._driver, queue, actor)
+
+    async def resume_queue(self, queue: str, *, actor: Actor | None = None) -> bool:
+        """Resume a paused queue (claimed from again within one poll interval); False if it
+        was not paused. Recorded in the audit trail."""
+        return await queue_control.resume_queue(self._driver, queue, actor)
+
+    async def list_queues(self) -> list[QueueInfo]:
+        """The named queues: each queue with a live job, each paused one, and "default"."""
+        return await queue_control.list_queues(self._driver)
 
     async def workers(self) -> list[WorkerInfo]:
         """The worker processes seen within their last three heartbeat intervals."""

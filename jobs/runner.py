@@ -49,7 +49,7 @@ from .retry import DEFAULT_BACKOFF, Backoff
 from .service import BackgroundService
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
-from .spi.driver import ClockedDriver, JobDriver, ProgressReports
+from .spi.driver import ClockedDriver, JobDriver, ProgressReports, QueuePauses
 from .spi.records import ClaimedJob, WorkerRegistration
 
 CLAIM_LOOP = "claim"
@@ -79,6 +79,9 @@ class JobRunner(BackgroundService):
         if self._queues_given is not None:
             parse_queues(self._queues_given, "the runner")  # JobOptionError here, not at start
         self._claim_order: ClaimOrder | None = None
+        self._pauses = driver if isinstance(driver, QueuePauses) else None
+        self._pauses_next = 0.0  # when the paused queues are read next (monotonic)
+        self._paused: frozenset[str] = frozenset()  # the queues it serves that are paused
         self.driver = driver
         self.registry = registry
         self.backoff = backoff
@@ -337,6 +340,10 @@ class JobRunner(BackgroundService):
         order = self._claim_order
         if order is None:
             order = self._claim_order = ClaimOrder(self.queues)
+        if self._pauses is not None and time.monotonic() >= self._pauses_next:
+            return self._refresh_then_claim(free, types)
+        if self._paused:  # a queue it serves is paused: claim the others
+            return self._claim_queues(free, types)
         single = order.single
         if single == DEFAULT_QUEUE:  # as before named queues: a driver of then serves it
             return self.driver.claim(free, self.lease_ms, types)
@@ -344,11 +351,26 @@ class JobRunner(BackgroundService):
             return self.driver.claim(free, self.lease_ms, types, queue=single)
         return self._claim_queues(free, types)
 
+    async def _refresh_then_claim(self, free: int, types: Collection[str]) -> list[ClaimedJob]:
+        await self._refresh_pauses()
+        return await self._claim_queues(free, types)
+
+    async def _refresh_pauses(self) -> None:
+        """Read the paused queues (``QueuePauses``), at most once per poll interval: a pause
+        holds on this runner within one poll interval of it."""
+        assert self._pauses is not None
+        self._pauses_next = time.monotonic() + self.settings.poll_interval_ms / 1000
+        paused = await self._pauses.paused_queues()
+        self._paused = frozenset(paused) & frozenset(self.queues.names)
+
     async def _claim_queues(self, free: int, types: Collection[str]) -> list[ClaimedJob]:
         jobs: list[ClaimedJob] = []
         claim, lease_ms = self.driver.claim, self.lease_ms
         assert self._claim_order is not None
+        paused = self._paused
         for queue in self._claim_order.next():
+            if queue in paused:
+                continue
             if queue == DEFAULT_QUEUE:
                 jobs += await claim(free - len(jobs), lease_ms, types)
             else:
@@ -378,6 +400,10 @@ class JobRunner(BackgroundService):
         """The driver's ``wait_for_work`` for this runner's queues (without ``queues`` when
         it serves ``"default"`` alone: as before named queues)."""
         names = self.queues.names
+        if self._paused:
+            names = tuple(name for name in names if name not in self._paused)
+            if not names:  # every queue it serves is paused: look again after the timeout
+                return asyncio.sleep(timeout_ms / 1000)
         if names == (DEFAULT_QUEUE,):
             return self.driver.wait_for_work(types, timeout_ms)
         return self.driver.wait_for_work(types, timeout_ms, queues=names)

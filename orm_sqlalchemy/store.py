@@ -164,6 +164,7 @@ class SQLAlchemyJobStore:
             | load_statements(dialect.name, quoted(self._schema.workers), resource="workers")
             | load_statements(dialect.name, quoted(self._schema.audit), resource="audit")
             | load_statements(dialect.name, quoted(self._schema.counters), resource="counters")
+            | load_statements(dialect.name, quoted(self._schema.paused), resource="queues")
         )
         self._backend: Backend
         self._wakeups: PostgresWakeups | None = None
@@ -754,6 +755,17 @@ class SQLAlchemyJobStore:
 
     async def list_actions(self, *, limit: int = 50, cursor: str | None = None) -> AuditPage:
         return await self._operations.list_actions(limit=limit, cursor=cursor)
+
+    # -- paused queues (jobs.spi.QueuePauses) ------------------------------------------------
+
+    async def pause_queue(self, queue: str) -> bool:
+        return bool(await self._fetch("pause_queue", queue=queue))
+
+    async def resume_queue(self, queue: str) -> bool:
+        return bool(await self._fetch("resume_queue", queue=queue))
+
+    async def paused_queues(self) -> set[str]:
+        return {str(row["queue"]) for row in await self._fetch("paused_queues")}
 
     # -- internals -----------------------------------------------------------------------------
 

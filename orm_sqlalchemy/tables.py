@@ -175,6 +175,7 @@ class JobSchema:
     audit: Table
     counters: Table
     edges: Table
+    paused: Table
 
     @property
     def qualified_name(self) -> str:
@@ -310,8 +311,22 @@ def job_schema(
         *(Column(f"b{index}", BigInteger, nullable=False) for index in range(COUNTER_BUCKETS)),
         schema=schema,
     )
+    paused = Table(  # the paused named queues (jobs.spi.QueuePauses): a row per paused queue
+        f"{table_prefix}paused_queues",
+        metadata,
+        Column("queue", String(MAX_QUEUE_LENGTH), primary_key=True),
+        Column("paused_at", BigInteger, nullable=False),
+        schema=schema,
+    )
     return JobSchema(
-        metadata, jobs, notify_channel("jobs", jobs.fullname), workers, audit, counters, edges
+        metadata,
+        jobs,
+        notify_channel("jobs", jobs.fullname),
+        workers,
+        audit,
+        counters,
+        edges,
+        paused,
     )
 
 
@@ -395,7 +410,9 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     is seen; on SQLite inside a write transaction (the engine begins them IMMEDIATE).
     """
     postgres = engine.dialect.name == "postgresql"
-    tables = (schema.jobs, schema.workers, schema.audit, schema.counters, schema.edges)
+    tables = (
+        schema.jobs, schema.workers, schema.audit, schema.counters, schema.edges, schema.paused
+    )
 
     def work(connection: Connection) -> None:
         found: dict[Table, list[str] | None] = {}
@@ -403,7 +420,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
             columns = found[table] = column_names(connection, table)
             if columns is not None and create:
                 columns.extend(add_missing_columns(connection, table, columns))
-            later = table is schema.audit or table is schema.counters
+            later = any(table is t for t in (schema.audit, schema.counters, schema.paused))
             if columns is None and not create and later:
                 continue  # a store made before the audit trail: read-only looks still work
             if columns is not None or not create:

@@ -459,6 +459,15 @@ class RedisJobDriver:
     async def queue_stats(self) -> dict[str, QueueStats]:
         return await self._open_operations().queue_stats()
 
+    async def pause_queue(self, queue: str) -> bool:
+        return await self._open_operations().pause_queue(queue)
+
+    async def resume_queue(self, queue: str) -> bool:
+        return await self._open_operations().resume_queue(queue)
+
+    async def paused_queues(self) -> set[str]:
+        return await self._open_operations().paused_queues()
+
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         await self._open_operations().register_worker(worker, ttl_ms)
 

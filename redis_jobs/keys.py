@@ -7,6 +7,7 @@
     {ns}:leased:<type>   zset    active jobs of a type, score = lease expiry (epoch ms)
     {ns}:qready:<queue>/<type>   zset  the same, of a named queue other than "default"
     {ns}:qleased:<queue>/<type>  zset  (a queue name holds no '/')
+    {ns}:paused          set     the paused named queues (runners leave them out of claims)
     {ns}:types:lanes     set     '<queue>/<type>' of every named queue's jobs (stats walks it)
     {ns}:signal:<type>   list    wake-up signals for idle runners of a type (trimmed, short TTL)
     {ns}:key:<key>       string  idempotency key -> id of the job holding it
@@ -72,6 +73,7 @@ class Keys:
         "index_prefix",
         "job_prefix",
         "namespace",
+        "paused",
         "prefix",
         "state_prefix",
         "types",
@@ -93,6 +95,7 @@ class Keys:
         self.workers_seen = self.prefix + "workers:seen"
         self.audit = self.prefix + "audit"
         self.counts = self.prefix + "counts"
+        self.paused = self.prefix + "paused"
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id

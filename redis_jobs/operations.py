@@ -252,6 +252,15 @@ class RedisOperations:
             for queue, (due, scheduled, active, oldest) in sorted(reply.items())
         }
 
+    async def pause_queue(self, queue: str) -> bool:
+        return bool(await self._client.sadd(self._keys.paused, queue))
+
+    async def resume_queue(self, queue: str) -> bool:
+        return bool(await self._client.srem(self._keys.paused, queue))
+
+    async def paused_queues(self) -> set[str]:
+        return {self._text(name) for name in await self._client.smembers(self._keys.paused)}
+
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         registration = json.dumps(
             {

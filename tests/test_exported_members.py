@@ -103,6 +103,7 @@ EXPORTED = {
         "OutcomeCounters",
         "ProgressReports",
         "QueueOperations",
+        "QueuePauses",
         "WorkflowStore",
         "ClockedDriver",
         "JobRequest",

@@ -16,6 +16,7 @@ from .driver import (
     OutcomeCounters,
     ProgressReports,
     QueueOperations,
+    QueuePauses,
     WorkerRegistry,
     WorkflowStore,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "OutcomeCounters",
     "ProgressReports",
     "QueueOperations",
+    "QueuePauses",
     "WorkflowStore",
     "ClockedDriver",
     # records

@@ -65,6 +65,7 @@ __all__ = [
     "OutcomeCounters",
     "ProgressReports",
     "QueueOperations",
+    "QueuePauses",
     "WorkflowStore",
     "ClockedDriver",
     "JobDriver",
@@ -356,6 +357,26 @@ class QueueOperations(Protocol):
     async def queue_stats(self) -> dict[str, QueueStats]:
         """Per queue holding a live job: counts by state and the oldest due job's age, as
         ``stats`` counts per type."""
+        ...
+
+
+@runtime_checkable
+class QueuePauses(Protocol):
+    """Pausing named queues, held in the store (issue 30): every runner reads the paused set
+    once per poll interval and leaves a paused queue out of its claims (and its waits), so a
+    pause holds within one poll interval on every worker; jobs running finish, enqueues go on.
+    Optional; every built-in driver implements it (``jobs.testing`` checks it)."""
+
+    async def pause_queue(self, queue: str) -> bool:
+        """Mark ``queue`` paused; False when it was paused already (no change)."""
+        ...
+
+    async def resume_queue(self, queue: str) -> bool:
+        """Unmark it; False when it was not paused."""
+        ...
+
+    async def paused_queues(self) -> set[str]:
+        """The queues paused now (one cheap read: each runner asks once per poll interval)."""
         ...
 
 

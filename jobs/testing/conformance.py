@@ -24,6 +24,7 @@ from .conformance_counters import CountersConformance
 from .conformance_limits import LimitsConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
+from .conformance_pauses import PauseConformance
 from .conformance_priority import PriorityConformance
 from .conformance_progress import ProgressConformance
 from .conformance_queues import QueueConformance
@@ -56,6 +57,7 @@ class DriverConformance(
     RunnerConformance,
     LimitsConformance,
     OptionsConformance,
+    PauseConformance,
     PriorityConformance,
     ProgressConformance,
     QueueConformance,

@@ -284,7 +284,10 @@ def _recorder(ran: list[str]) -> Any:
 
 
 def _settings() -> JobsSettings:
-    return JobsSettings(concurrency=1, prefetch=0, lease_ms=LEASE_MS, heartbeat_ms=_HEARTBEAT_MS)
+    return JobsSettings(
+        concurrency=1, prefetch=0, lease_ms=LEASE_MS, heartbeat_ms=_HEARTBEAT_MS,
+        poll_interval_ms=200,
+    )  # fmt: skip
 
 
 def _runner(driver: JobDriver, ran: list[str], *, queues: str) -> JobRunner:

@@ -98,7 +98,8 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     store = harness.store()
     await store.create_schema()  # adds the column, the indexes, the worker registry, the trail
     tables, indexes = await listed_names(harness)
-    later = {f"{harness.prefix}{name}" for name in ("workers", "audit", "counters", "edges")}
+    names = ("workers", "audit", "counters", "edges", "paused_queues")
+    later = {f"{harness.prefix}{name}" for name in names}
     assert tables == {harness.table, *later}
     assert listing_indexes <= indexes
     page = await store.list_jobs(state="pending")
