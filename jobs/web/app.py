@@ -19,6 +19,7 @@ from .audit_page import AuditPage
 from .guard import CsrfTokens, DashboardGuard
 from .outbox_page import OutboxPage
 from .pages import Pages
+from .queues_page import QueuesPage
 from .render import PACKAGE_DIR, Renderer
 from .source import DashboardSource
 
@@ -66,6 +67,7 @@ def create_dashboard(
     actions = Actions(source, renderer, csrf)
     audit = AuditPage(source, renderer)
     outbox_page = OutboxPage(source, renderer, csrf)
+    queues_page = QueuesPage(source, renderer, csrf)
     routes = [
         Route("/", pages.overview, name="overview"),
         Route("/jobs", pages.jobs, name="jobs"),
@@ -73,6 +75,9 @@ def create_dashboard(
         Route("/workflow/{workflow_id:path}", pages.workflow, name="workflow"),
         Route("/schedules", pages.schedules, name="schedules"),
         Route("/audit", audit.show, name="audit"),
+        Route("/queues", queues_page.show, name="queues"),
+        Route("/actions/pause-queue", queues_page.pause, methods=["POST"], name="pause_queue"),
+        Route("/actions/resume-queue", queues_page.resume, methods=["POST"], name="resume_queue"),
         Route("/outbox", outbox_page.show, name="outbox"),
         Route("/actions/outbox-retry", outbox_page.retry, methods=["POST"], name="outbox_retry"),
         Route("/actions/retry", actions.retry, methods=["POST"], name="retry"),

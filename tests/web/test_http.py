@@ -263,6 +263,43 @@ async def test_retry_all_failed_of_a_type_asks_to_confirm_first(
     assert (await queue.get_job(settled["failed"])).max_attempts == 1  # type: ignore[union-attr]
 
 
+async def test_the_queues_page_pauses_and_resumes_a_queue_with_the_csrf_token(
+    queue: JobQueue,
+) -> None:
+    await queue.enqueue("email.send", {}, queue="emails")
+    async with client_for(create_dashboard(queue, allow_actions=True)) as client:
+        page = await client.get("/queues")
+        assert page.status_code == 200
+        assert 'data-queue="emails"' in page.text
+        assert 'data-queue="default"' in page.text
+        forged = await client.post("/actions/pause-queue", data={"queue": "emails"})
+        assert forged.status_code == 403
+        assert await queue.list_queues() == [
+            info for info in await queue.list_queues() if not info.paused
+        ]
+        token = await csrf_token(client)
+        paused = await client.post(
+            "/actions/pause-queue", data={"queue": "emails", "csrf_token": token}
+        )
+        assert paused.status_code == 303
+        assert [q.name for q in await queue.list_queues() if q.paused] == ["emails"]
+        shown = await client.get("/queues")
+        assert "resume-queue" in shown.text
+        bad = await client.post(
+            "/actions/pause-queue", data={"queue": "two words", "csrf_token": token}
+        )
+        assert bad.status_code == 400
+        resumed = await client.post(
+            "/actions/resume-queue", data={"queue": "emails", "csrf_token": token}
+        )
+        assert resumed.status_code == 303
+    assert not any(q.paused for q in await queue.list_queues())
+    actions = (await queue.list_actions()).entries
+    assert [(a.action, a.source) for a in actions[:2]] == [
+        ("resume_queue", "dashboard"), ("pause_queue", "dashboard"),
+    ]  # fmt: skip
+
+
 async def test_redirects_stay_inside_the_dashboard(queue: JobQueue) -> None:
     job_id = await queue.enqueue("email.send", {}, delay_ms=60_000)
     async with client_for(create_dashboard(queue, allow_actions=True)) as client:
@@ -280,13 +317,17 @@ async def test_read_only_mode_has_no_buttons_and_refuses_every_post(
 ) -> None:
     queue = context.get_value(JOB_QUEUE)
     async with client_for(create_dashboard(context)) as client:
-        pages = [await client.get(path) for path in ("/", "/jobs", f"/job/{settled['failed']}")]
+        paths = ("/", "/jobs", f"/job/{settled['failed']}", "/queues")
+        pages = [await client.get(path) for path in paths]
         for page in pages:
             assert '<form method="post"' not in page.text
             assert '<button type="submit"' not in page.text
             assert "read-only" in page.text
         token = "0" * 64
-        for path in ("/actions/retry", "/actions/retry-failed", "/actions/delete", "/", "/nowhere"):
+        for path in (
+            "/actions/retry", "/actions/retry-failed", "/actions/delete", "/",
+            "/nowhere", "/actions/pause-queue",
+        ):  # fmt: skip
             answer = await client.post(
                 path, data={"job_id": settled["failed"], "csrf_token": token}
             )
