@@ -120,7 +120,7 @@ async def test_the_layout_fits_the_window(browser: Any, width: int, tmp_path: Pa
     async with served(create_dashboard(queue, allow_actions=True)) as url:
         page = await browser.new_page(viewport={"width": width, "height": 844})
         try:
-            for path in ("/", "/jobs", "/audit", "/schedules"):
+            for path in ("/", "/jobs", "/audit", "/schedules", "/queues"):
                 await page.goto(url + path)
                 page_width = await page.evaluate("document.documentElement.scrollWidth")
                 assert page_width <= width, f"{path} is {page_width} px wide at {width} px"
