@@ -85,6 +85,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     await harness.sql(f'DROP TABLE "{harness.prefix}audit"')
     await harness.sql(f'DROP TABLE "{harness.prefix}counters"')
     await harness.sql(f'DROP TABLE "{harness.prefix}edges"')
+    await harness.sql(f'DROP TABLE "{harness.prefix}paused_queues"')
     await harness.sql("ALTER TABLE {table} DROP COLUMN errors")
 
     unmigrated = harness.store(create_tables=False)
