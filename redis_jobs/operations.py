@@ -253,13 +253,17 @@ class RedisOperations:
         }
 
     async def pause_queue(self, queue: str) -> bool:
-        return bool(await self._client.sadd(self._keys.paused, queue))
+        with translate_errors():  # a Redis that is down: StoreUnavailableError, as elsewhere
+            return bool(await self._client.sadd(self._keys.paused, queue))
 
     async def resume_queue(self, queue: str) -> bool:
-        return bool(await self._client.srem(self._keys.paused, queue))
+        with translate_errors():
+            return bool(await self._client.srem(self._keys.paused, queue))
 
     async def paused_queues(self) -> set[str]:
-        return {self._text(name) for name in await self._client.smembers(self._keys.paused)}
+        with translate_errors():
+            names = await self._client.smembers(self._keys.paused)
+        return {self._text(name) for name in names}
 
     async def register_worker(self, worker: WorkerRegistration, ttl_ms: int) -> None:
         registration = json.dumps(
