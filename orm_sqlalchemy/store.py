@@ -156,6 +156,8 @@ class SQLAlchemyJobStore:
         self._name = f"SQLAlchemyJobStore({url_text}, table {self._schema.qualified_name})"
         quoted = dialect.identifier_preparer.format_table
         edges = quoted(self._schema.edges)
+        self._quoted_jobs = quoted(self._schema.jobs)
+        self._statistics_checked = dialect.name != "postgresql"
         self._in_transaction = InTransactionCompletion(
             self._engine, quoted(self._schema.jobs), edges
         )
@@ -265,6 +267,8 @@ class SQLAlchemyJobStore:
             queue=job.queue,
         )
         stored = bool(rows) or not keyed
+        if not self._statistics_checked:
+            await self._analyse_if_never()
         if stored:
             self._announce(job.type)
         if self._prune_due():
@@ -282,6 +286,8 @@ class SQLAlchemyJobStore:
         batch = first_of_each_key(jobs)
         rows = await self._fetch("enqueue_many", **batch_params(batch, postgres=self._postgres))
         stored = {row["id"] for row in rows}
+        if not self._statistics_checked:
+            await self._analyse_if_never()
         for job_type in {row["type"] for row in rows}:
             self._announce(job_type)
         if self._prune_due():
@@ -424,6 +430,20 @@ class SQLAlchemyJobStore:
                 row["id"],
                 exc,
             )
+
+    async def _analyse_if_never(self) -> None:
+        """PostgreSQL, once per store, after its first enqueue: ANALYZE the job table if it
+        was never analysed. Without statistics the planner estimates one row for the claim's
+        ``queue = $1 AND due_at <= now`` and sorts every due job (27 ms among 100,000, filled
+        and claimed at once) rather than read the claim index in order (0.6 ms), until
+        autovacuum analyses the table. A failure (not the table's owner ...) is only logged."""
+        self._statistics_checked = True
+        try:
+            rows = await self._fetch("never_analysed", relation=self._quoted_jobs)
+            if rows and rows[0]["never"]:
+                await self._fetch("analyse")
+        except DriverError as exc:
+            logger.debug("could not analyse the job table {}: {}", self._name, exc)
 
     async def _fail_malformed(
         self, leased: list[Row], broken: list[tuple[Row, str]]

@@ -550,3 +550,13 @@ UPDATE {table} SET
 WHERE state = 'failed' AND expires_at > {now}
     AND (CAST(:type AS text) IS NULL OR type = CAST(:type AS text))
 RETURNING type;
+
+-- name: never_analysed
+-- Whether the job table has never been analysed (by ANALYZE or autovacuum): until it is, the
+-- planner estimates one row for the claim's queue = $1 AND due_at <= now, and sorts every due
+-- job instead of reading the claim index in order. :relation is the quoted table name.
+SELECT last_analyze IS NULL AND last_autoanalyze IS NULL AS never
+FROM pg_stat_user_tables WHERE relid = to_regclass(CAST(:relation AS text));
+
+-- name: analyse
+ANALYZE {table};

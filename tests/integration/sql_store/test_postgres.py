@@ -190,6 +190,37 @@ async def test_the_claim_uses_the_claim_index(pg_harness: StoreHarness) -> None:
     assert "Sort" not in lines, lines
 
 
+async def test_a_never_analysed_table_is_analysed_after_the_first_enqueue(
+    pg_harness: StoreHarness,
+) -> None:
+    """Without statistics the planner sorted every due job of a freshly filled table (about
+    30 ms among 100,000) instead of reading the claim index in order: the store analyses a
+    never-analysed job table once, after its first enqueue."""
+    store = pg_harness.store()
+    await store.enqueue_many([new_request() for _ in range(2_000)])
+    (never,) = await pg_harness.sql(
+        "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL FROM pg_stat_user_tables"
+        " WHERE relname = :name",
+        name=pg_harness.table,
+    )
+    assert never[0] is False
+    engine = create_engine(pg_harness.url)
+    try:
+        async with engine.connect() as conn:
+            plan = await conn.execute(
+                text(
+                    f'EXPLAIN SELECT id FROM "{pg_harness.table}" WHERE due_at <= 9e15 '
+                    "AND queue = 'default' AND type = ANY(ARRAY['t']) "
+                    "ORDER BY priority DESC, due_at LIMIT 10 FOR UPDATE SKIP LOCKED"
+                )
+            )
+            lines = "\n".join(row[0] for row in plan)
+    finally:
+        await engine.dispose()
+    assert f"ix_{pg_harness.table}_queue_claim" in lines, lines
+    assert "Sort" not in lines, lines
+
+
 async def test_a_store_starting_on_an_up_to_date_table_waits_for_no_open_transaction(
     pg_harness: StoreHarness,
 ) -> None:
