@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from . import audit
 from .audit import Actor
 from .options import DEFAULT_QUEUE, check_queue
-from .spi.driver import QueueOperations, QueuePauses
+from .spi.driver import QueueOperations, QueuePauses, WorkerRegistry
 
 __all__ = ["QueueInfo", "list_queues", "pause_queue", "resume_queue"]
 
@@ -30,6 +30,8 @@ class QueueInfo:
     scheduled: int = 0
     active: int = 0
     failed: int | None = 0
+    workers: int = 0
+    """Live workers serving it (a worker that registered no queues serves "default")."""
 
 
 def _pauses(driver: object) -> QueuePauses:
@@ -55,10 +57,13 @@ async def resume_queue(driver: object, queue: str, actor: Actor | None) -> bool:
 
 
 async def list_queues(driver: object) -> list[QueueInfo]:
-    """Every queue holding a live job, every paused one, and ``"default"``, by name."""
+    """Every queue holding a live job, every paused one, every one a live worker serves, and
+    ``"default"``, by name."""
     stats = await driver.queue_stats() if isinstance(driver, QueueOperations) else {}
     paused = await driver.paused_queues() if isinstance(driver, QueuePauses) else set()
-    names = sorted({DEFAULT_QUEUE, *stats, *paused})
+    live = await driver.list_workers() if isinstance(driver, WorkerRegistry) else []
+    serving = [worker.queues or (DEFAULT_QUEUE,) for worker in live]
+    names = sorted({DEFAULT_QUEUE, *stats, *paused, *(q for qs in serving for q in qs)})
     queues = []
     for name in names:
         row = stats.get(name)
@@ -70,6 +75,7 @@ async def list_queues(driver: object) -> list[QueueInfo]:
                 scheduled=row.scheduled if row else 0,
                 active=row.active if row else 0,
                 failed=row.failed if row else 0,
+                workers=sum(name in queues for queues in serving),
             )
         )
     return queues

@@ -264,6 +264,7 @@ class JobRunner(BackgroundService):
             types=tuple(sorted(self.registry.types)),
             concurrency=self.settings.concurrency,
             in_flight=self.in_flight,
+            queues=self.queues.names,
         )
 
     # -- the claim loop ------------------------------------------------------------------------

@@ -49,4 +49,5 @@ def _info(worker: _Worker) -> WorkerInfo:
         in_flight=registration.in_flight,
         started_at=to_datetime(worker.started_at),
         last_seen=to_datetime(worker.last_seen),
+        queues=registration.queues,
     )

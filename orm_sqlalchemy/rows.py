@@ -131,6 +131,7 @@ def worker_info(row: Row) -> WorkerInfo:
         in_flight=row["in_flight"],
         started_at=to_datetime(row["started_at"]),
         last_seen=to_datetime(row["last_seen"]),
+        queues=tuple(json.loads(row["queues"])) if row["queues"] else (),
     )
 
 

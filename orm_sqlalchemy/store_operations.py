@@ -203,6 +203,7 @@ class SQLOperations:
             host=worker.host,
             pid=worker.pid,
             types=json.dumps(list(worker.types)),
+            queues=json.dumps(list(worker.queues)),
             concurrency=worker.concurrency,
             in_flight=worker.in_flight,
             ttl_ms=ttl_ms,

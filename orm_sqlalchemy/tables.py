@@ -284,6 +284,7 @@ def job_schema(
         Column("started_at", BigInteger, nullable=False),
         Column("last_seen", BigInteger, nullable=False),
         Column("expires_at", BigInteger, nullable=False),
+        Column("queues", Text, nullable=True),  # JSON array of the queues it claims from
         schema=schema,
     )
     Index(f"ix_{table_prefix}workers_expires", workers.c.expires_at)

@@ -272,6 +272,7 @@ class RedisOperations:
                 "host": worker.host,
                 "pid": worker.pid,
                 "types": list(worker.types),
+                "queues": list(worker.queues),
                 "concurrency": worker.concurrency,
                 "in_flight": worker.in_flight,
             }
@@ -440,6 +441,7 @@ class RedisOperations:
 
 def _worker(record: dict[str, Any]) -> WorkerInfo:
     types = record.get("types") or []
+    queues = record.get("queues") or []
     return WorkerInfo(
         id=str(record["id"]),
         host=str(record["host"]),
@@ -449,6 +451,7 @@ def _worker(record: dict[str, Any]) -> WorkerInfo:
         in_flight=int(record["in_flight"]),
         started_at=to_datetime(int(record["started_at"])),
         last_seen=to_datetime(int(record["last_seen"])),
+        queues=tuple(queues) if isinstance(queues, list) else (),
     )
 
 

@@ -37,10 +37,10 @@ def list_queues(as_json: bool, **params: Any) -> None:
         if as_json:
             print_json({"queues": found})
             return
-        columns = ("name", "paused", "due", "scheduled", "active", "failed")
+        columns = ("name", "paused", "due", "scheduled", "active", "failed", "workers")
         rows = [
             [q.name, "PAUSED" if q.paused else "", q.due, q.scheduled, q.active,
-             "-" if q.failed is None else q.failed]
+             "-" if q.failed is None else q.failed, q.workers]
             for q in found
         ]  # fmt: skip
         console().print(table(f"queues of {target.description}", columns, rows))

@@ -309,6 +309,8 @@ class WorkerRegistration:
     types: tuple[str, ...]
     concurrency: int
     in_flight: int
+    queues: tuple[str, ...] = ()
+    """The named queues it claims from (empty: a runner of before queues, "default")."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -323,6 +325,8 @@ class WorkerInfo:
     in_flight: int
     started_at: datetime
     last_seen: datetime
+    queues: tuple[str, ...] = ()
+    """The named queues it claims from, as it registered them (empty: not said)."""
 
 
 # -- the audit trail -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.queue import JobQueue
-from jobs.spi import AuditTrail, QueuePauses
+from jobs.spi import AuditTrail, QueuePauses, WorkerRegistration
 
 from .conformance_queues import _all_completed, _runner, _states
 from .helpers import DriverHarness, enqueue, wait_until
@@ -29,9 +29,19 @@ class PauseConformance:
         assert isinstance(other, QueuePauses)
         assert await other.paused_queues() == {"emails"}
         assert await queue.enqueue("t", {}, queue="emails") is not None  # enqueues go on
+        await driver.register_worker(
+            WorkerRegistration(
+                id="w1", host="h", pid=1, types=("t",), concurrency=1, in_flight=0,
+                queues=("exports", "emails"),
+            ),
+            60_000,
+        )  # fmt: skip
+        assert [w.queues for w in await driver.list_workers()] == [("exports", "emails")]
         listed = {info.name: info for info in await queue.list_queues()}
         assert listed["emails"].paused
         assert listed["emails"].due == 1
+        assert (listed["emails"].workers, listed["exports"].workers) == (1, 1)
+        assert listed["default"].workers == 0
         assert not listed["default"].paused
         assert await queue.resume_queue("emails")
         assert not await queue.resume_queue("emails")

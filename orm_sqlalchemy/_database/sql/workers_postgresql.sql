@@ -4,14 +4,14 @@
 -- name: register_worker
 -- Record or refresh a worker; started_at is kept while the record is live, reset after expiry.
 INSERT INTO {table} AS w (
-    id, host, pid, types, concurrency, in_flight, started_at, last_seen, expires_at
+    id, host, pid, types, concurrency, in_flight, started_at, last_seen, expires_at, queues
 )
 VALUES (
     :id, :host, :pid, :types, :concurrency, :in_flight, {now}, {now},
-    {now} + CAST(:ttl_ms AS bigint)
+    {now} + CAST(:ttl_ms AS bigint), :queues
 )
 ON CONFLICT (id) DO UPDATE SET
-    host = excluded.host, pid = excluded.pid, types = excluded.types,
+    host = excluded.host, pid = excluded.pid, types = excluded.types, queues = excluded.queues,
     concurrency = excluded.concurrency, in_flight = excluded.in_flight,
     started_at = CASE WHEN w.expires_at <= excluded.last_seen
         THEN excluded.started_at ELSE w.started_at END,
@@ -25,7 +25,7 @@ DELETE FROM {table} WHERE id = :id;
 WITH gone AS (
     DELETE FROM {table} WHERE expires_at <= {now}
 )
-SELECT id, host, pid, types, concurrency, in_flight, started_at, last_seen
+SELECT id, host, pid, types, concurrency, in_flight, started_at, last_seen, queues
 FROM {table}
 WHERE expires_at > {now}
 ORDER BY started_at, id;
