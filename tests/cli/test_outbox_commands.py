@@ -19,6 +19,7 @@ from jobs.cli import cli
 from jobs.spi import RelayRegistration
 from orm_sqlalchemy import SQLAlchemyOutboxStore, SQLAlchemyTransactionManager, create_engine
 from tests.stores import StoreTarget
+from tests.support import wait_until
 
 OUTBOX_APP = "tests.cli.app:CliOutboxApp"
 
@@ -113,11 +114,18 @@ def test_outbox_list_show_and_retry_a_stuck_entry(target: StoreTarget) -> None:
     async def stuck(tm: SQLAlchemyTransactionManager, store: SQLAlchemyOutboxStore) -> None:
         async with tm.transaction():
             ids["stuck"] = str(await store.append("cli.sleep", {"order": 7}, key="order:7"))
-        async with tm.transaction():
-            ids["waiting"] = str(await store.append("cli.fail", {"order": 8}))
+        # Claimed while it is the only one, and the next appended a millisecond later by the
+        # store's clock: entries of one millisecond are claimed and listed in id order.
         (entry,) = await store.claim(1, 60_000)
         assert entry.id == ids["stuck"]
         await store.release(entry.id, entry.lease_token, delay_ms=600_000, error="broker down")
+
+        async def stuck_is_older() -> bool:
+            return (await store.oldest_unpublished_age_ms() or 0) >= 1
+
+        await wait_until(stuck_is_older, timeout=5, message="the store's clock to move on")
+        async with tm.transaction():
+            ids["waiting"] = str(await store.append("cli.fail", {"order": 8}))
 
     asyncio.run(_outbox(target, stuck))
     listed = _outbox_cli("list", OUTBOX_APP, "--json")
