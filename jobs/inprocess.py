@@ -27,7 +27,7 @@ from .errors import DriverError
 from .inprocess_index import JobIndex
 from .inprocess_record import JobRecord, job_info
 from .operations import decode_cursor, encode_cursor
-from .options import DEFAULT_QUEUE
+from .options import DEFAULT_QUEUE, check_workflow_jobs
 from .settings import Retention
 from .spi.records import (
     AuditPage,
@@ -127,16 +127,10 @@ class InProcessJobDriver:
         self._check_open()
         now = self._clock.now_ms()
         self._prune(now)
-        seen: set[str] = set()
+        check_workflow_jobs(jobs)
         for job in jobs:
-            request = job.request
-            if request.id in seen or request.id in self._jobs:
-                raise DriverError(f"job id {request.id!r} is repeated or exists already")
-            if request.key is not None:
-                raise DriverError(f"a workflow's jobs are unkeyed; job {request.id!r} has a key")
-            if not seen.issuperset(job.depends_on):
-                raise DriverError(f"job {request.id!r} depends on a job not stored before it")
-            seen.add(request.id)
+            if job.request.id in self._jobs:
+                raise DriverError(f"job id {job.request.id!r} exists already")
         for job in jobs:
             self._store(job.request, now, ready=not job.depends_on)
             record = self._jobs[job.request.id]

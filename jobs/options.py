@@ -43,12 +43,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .clock import epoch_ms_of
-from .errors import JobOptionError
+from .errors import DriverError, JobOptionError
 
 if TYPE_CHECKING:
-    from .spi.records import JobRequest
+    from collections.abc import Sequence
+
+    from .spi.records import JobRequest, WorkflowJob
 
 __all__ = [
+    "check_workflow_jobs",
     "DEFAULT_QUEUE",
     "MAX_CONCURRENCY",
     "MAX_PRIORITY",
@@ -367,3 +370,22 @@ def _shown(value: Any) -> str:
     if type(value) is int:
         return text
     return f"{text} (a {type(value).__name__})"
+
+
+def check_workflow_jobs(jobs: Sequence[WorkflowJob]) -> None:
+    """A driver's checks of ``enqueue_workflow``'s jobs, before any I/O: JobOptionError
+    (``check_request``) for a number out of range; DriverError for a repeated id, a keyed job,
+    a parent that is not an earlier job of the call, or a continue edge that is not an edge."""
+    seen: set[str] = set()
+    for job in jobs:
+        request = job.request
+        check_request(request)
+        if request.id in seen:
+            raise DriverError(f"job id {request.id!r} is repeated in the workflow")
+        if request.key is not None:
+            raise DriverError(f"a workflow's jobs are unkeyed; job {request.id!r} has a key")
+        if not seen.issuperset(job.depends_on):
+            raise DriverError(f"job {request.id!r} depends on a job not stored before it")
+        if not set(job.depends_on).issuperset(job.continue_after):
+            raise DriverError(f"job {request.id!r} continues after a job it does not depend on")
+        seen.add(request.id)

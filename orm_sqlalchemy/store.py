@@ -67,6 +67,7 @@ from jobs.spi.support import (
     ManualClock,
     Retention,
     check_request,
+    check_workflow_jobs,
     redact_url,
     stalled_error_parts,
 )
@@ -82,7 +83,6 @@ from ._database.wakeup import PostgresWakeups, Waiters
 from ._database.workflows import (
     Steps,
     cancelled_error_parts,
-    check_workflow,
     is_workflow_token,
     release_steps,
     workflow_params,
@@ -298,7 +298,7 @@ class SQLAlchemyJobStore:
 
     async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
         """Every job and edge of the workflow in one transaction (PostgreSQL: one statement)."""
-        check_workflow(jobs)
+        check_workflow_jobs(jobs)
         if not jobs:
             self._check_open()
             return

@@ -22,7 +22,7 @@ from typing import Any
 
 from jobs.errors import DriverError
 from jobs.spi import JobInfo, WorkflowJob, workflow_cancelled_error
-from jobs.spi.support import check_request
+from jobs.spi.support import check_workflow_jobs
 
 from .keys import Keys
 from .records import fields_of, job_info
@@ -115,16 +115,4 @@ def check_workflow(workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
         raise DriverError(
             f"a workflow holds at most {MAX_WORKFLOW_JOBS} jobs on Redis, got {len(jobs)}"
         )
-    seen: set[str] = set()
-    for job in jobs:
-        request = job.request
-        check_request(request)
-        if request.id in seen:
-            raise DriverError(f"job id {request.id!r} is repeated in the workflow")
-        if request.key is not None:
-            raise DriverError(f"a workflow's jobs are unkeyed; job {request.id!r} has a key")
-        if not seen.issuperset(job.depends_on):
-            raise DriverError(f"job {request.id!r} depends on a job not stored before it")
-        if not set(job.depends_on).issuperset(job.continue_after):
-            raise DriverError(f"job {request.id!r} continues after a job it does not depend on")
-        seen.add(request.id)
+    check_workflow_jobs(jobs)

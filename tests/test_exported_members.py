@@ -167,6 +167,7 @@ EXPORTED = {
         "DEFAULT_QUEUE",
         "MAX_QUEUE_LENGTH",
         "check_request",
+        "check_workflow_jobs",
         "check_timeout_ms",
         "stalled_error_parts",
         "encode_payload",

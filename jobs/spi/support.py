@@ -51,6 +51,7 @@ from ..options import (
     check_request,
     check_run_at,
     check_timeout_ms,
+    check_workflow_jobs,
 )
 from ..payload import MAX_KEY_LENGTH, MAX_TYPE_LENGTH, check_name, decode_payload, encode_payload
 from ..redaction import redact_url
@@ -78,6 +79,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "MAX_QUEUE_LENGTH",
     "check_request",
+    "check_workflow_jobs",
     "check_timeout_ms",
     # stalls
     "stalled_error_parts",

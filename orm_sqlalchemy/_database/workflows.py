@@ -29,9 +29,7 @@ from collections import Counter
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
-from jobs.errors import DriverError
 from jobs.spi import WorkflowJob, workflow_cancelled_error
-from jobs.spi.support import check_request
 
 from .statements import Statement
 
@@ -39,7 +37,6 @@ __all__ = [
     "Step",
     "Steps",
     "cancelled_error_parts",
-    "check_workflow",
     "is_workflow_token",
     "release_steps",
     "workflow_params",
@@ -64,22 +61,6 @@ def cancelled_error_parts() -> tuple[str, str, str, str]:
 def is_workflow_token(lease_token: str) -> bool:
     """Whether the claim marked this lease token as a workflow job's."""
     return "w" in lease_token
-
-
-def check_workflow(jobs: Sequence[WorkflowJob]) -> None:
-    """DriverError for a repeated id, a keyed job or a parent that is not an earlier job of
-    the call; JobOptionError (``check_request``) for a number out of range. Before any I/O."""
-    seen: set[str] = set()
-    for job in jobs:
-        request = job.request
-        check_request(request)
-        if request.id in seen:
-            raise DriverError(f"job id {request.id!r} is repeated in the workflow")
-        if request.key is not None:
-            raise DriverError(f"a workflow's jobs are unkeyed; job {request.id!r} has a key")
-        if not seen.issuperset(job.depends_on):
-            raise DriverError(f"job {request.id!r} depends on a job not stored before it")
-        seen.add(request.id)
 
 
 def workflow_params(
