@@ -35,7 +35,6 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text as sql_text
 
 from jobs import (
     JobOptionError,
@@ -57,6 +56,7 @@ from orm_sqlalchemy import (
     SQLAlchemyTransactionManager,
     create_engine,
 )
+from orm_sqlalchemy.factory import drop_prefixed_tables
 from tests.conformance.conftest import InProcessHarness
 from tests.integration.redis.harness import RedisHarness
 from tests.integration.sql_store.support import StoreHarness
@@ -548,8 +548,7 @@ class OutboxFuzz:
         await self.jobs.close()
         if self.backend == "postgres":
             async with self.tm.engine.begin() as conn:
-                for table in ("entries", "queue", "workers"):
-                    await conn.execute(sql_text(f'DROP TABLE IF EXISTS "{self.prefix}{table}"'))
+                await drop_prefixed_tables(conn, self.prefix)
         await self.tm.engine.dispose()
 
 

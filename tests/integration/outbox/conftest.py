@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from jobs.clock import Clock
 from orm_sqlalchemy.engine import create_engine
+from orm_sqlalchemy.factory import drop_prefixed_tables
 from orm_sqlalchemy.outbox import SQLAlchemyOutboxStore
 from orm_sqlalchemy.transactions import SQLAlchemyTransactionManager
 from tests.stores import POSTGRES_URL
@@ -85,7 +86,7 @@ class OutboxHarness:
             await store.close()
         if self._engines and self.postgres:
             async with self._engines[0].begin() as conn:
-                await conn.run_sync(self.metadata.drop_all)
+                await drop_prefixed_tables(conn, self.prefix)  # the job tables a test made too
         for engine in self._engines:
             await engine.dispose()
 
