@@ -21,7 +21,7 @@ about 10 us to about 2 us a job.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sortedcontainers import SortedList
 
@@ -167,63 +167,49 @@ class JobIndex:
         self, now: int, oldest_pending: Callable[[str], int | None]
     ) -> dict[str, JobTypeStats]:
         """Per type; ``oldest_pending(type)`` is the earliest run_at of its pending jobs."""
-        self._now = max(self._now, now)
-        self._catch_up()
-        sizes: dict[str, dict[JobState, int]] = {}
-        for (state, job_type, _), entries in self._lists.items():
-            sizes.setdefault(job_type, dict.fromkeys(JOB_STATES, 0))[state] += len(entries)
-        result: dict[str, JobTypeStats] = {}
-        for job_type, size in sorted(sizes.items()):
-            if not any(size.values()):
-                continue
-            scheduled_list = self._scheduled.get("t" + job_type)
-            scheduled = 0
-            if scheduled_list:
-                scheduled = len(scheduled_list) - scheduled_list.bisect_left((now + 1, ""))
-            due = size["pending"] - scheduled
-            oldest = oldest_pending(job_type) if due else None
-            result[job_type] = JobTypeStats(
-                type=job_type,
-                due=due,
-                scheduled=scheduled,
-                active=size["active"],
-                completed=size["completed"],
-                failed=size["failed"],
-                cancelled=size["cancelled"],
-                oldest_due_age_ms=now - oldest if oldest is not None else None,
-            )
-        return result
-
+        return {
+            job_type: JobTypeStats(type=job_type, **numbers)
+            for job_type, numbers in self._numbers(now, 1, "t", oldest_pending).items()
+        }
 
     def queue_stats(
         self, now: int, oldest_pending: Callable[[str], int | None]
     ) -> dict[str, QueueStats]:
         """Per queue; ``oldest_pending(queue)`` is the earliest run_at of its pending jobs."""
+        return {
+            queue: QueueStats(queue=queue, **numbers)
+            for queue, numbers in self._numbers(now, 2, "q", oldest_pending).items()
+        }
+
+    def _numbers(
+        self, now: int, part: int, scheduled_tag: str, oldest_pending: Callable[[str], int | None]
+    ) -> dict[str, dict[str, Any]]:
+        """The numbers of ``stats`` grouped by one part of the lists' (state, type, queue) key
+        (``part``: 1 type, 2 queue), whose scheduled list is tagged ``scheduled_tag``."""
         self._now = max(self._now, now)
         self._catch_up()
         sizes: dict[str, dict[JobState, int]] = {}
-        for (state, _, queue), entries in self._lists.items():
-            sizes.setdefault(queue, dict.fromkeys(JOB_STATES, 0))[state] += len(entries)
-        result: dict[str, QueueStats] = {}
-        for queue, size in sorted(sizes.items()):
+        for key, entries in self._lists.items():
+            sizes.setdefault(key[part], dict.fromkeys(JOB_STATES, 0))[key[0]] += len(entries)
+        result: dict[str, dict[str, Any]] = {}
+        for name, size in sorted(sizes.items()):
             if not any(size.values()):
                 continue
-            scheduled_list = self._scheduled.get("q" + queue)
+            scheduled_list = self._scheduled.get(scheduled_tag + name)
             scheduled = 0
             if scheduled_list:
                 scheduled = len(scheduled_list) - scheduled_list.bisect_left((now + 1, ""))
             due = size["pending"] - scheduled
-            oldest = oldest_pending(queue) if due else None
-            result[queue] = QueueStats(
-                queue=queue,
-                due=due,
-                scheduled=scheduled,
-                active=size["active"],
-                completed=size["completed"],
-                failed=size["failed"],
-                cancelled=size["cancelled"],
-                oldest_due_age_ms=now - oldest if oldest is not None else None,
-            )
+            oldest = oldest_pending(name) if due else None
+            result[name] = {
+                "due": due,
+                "scheduled": scheduled,
+                "active": size["active"],
+                "completed": size["completed"],
+                "failed": size["failed"],
+                "cancelled": size["cancelled"],
+                "oldest_due_age_ms": now - oldest if oldest is not None else None,
+            }
         return result
 
 
