@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from .audit import MemoryAuditTrail
 from .clock import Clock, ManualClock, SystemClock
@@ -405,15 +406,16 @@ class InProcessJobDriver:
         now = self._clock.now_ms()
         self._prune(now)
         stats = self._index.stats(now, self._oldest_pending)
-        return self._without_waiting(stats, now) if self._dependents else stats
+        return self._without_waiting(stats, now, _type_of) if self._dependents else stats
 
     def _without_waiting(
-        self, stats: dict[str, JobTypeStats], now: int
-    ) -> dict[str, JobTypeStats]:
-        """``stats`` with each workflow job still waiting for a parent taken out of ``due`` or
-        ``scheduled`` (it is neither until its last parent finishes). A walk of the parents'
-        dependents, which only jobs of unfinished workflows have: off the hot path."""
-        waiting: dict[str, list[int]] = {}  # type -> [due by run_at, scheduled]
+        self, stats: dict[str, S], now: int, by: Callable[[JobRecord], str]
+    ) -> dict[str, S]:
+        """``stats`` (grouped ``by`` type or queue) with each workflow job still waiting for a
+        parent taken out of ``due`` or ``scheduled`` (it is neither until its last parent
+        finishes). A walk of the parents' dependents, which only jobs of unfinished workflows
+        have: off the hot path."""
+        waiting: dict[str, list[int]] = {}  # group -> [due by run_at, scheduled]
         seen: set[str] = set()  # a child of several parents is listed under each
         for child_ids in self._dependents.values():
             for child_id in child_ids:
@@ -426,20 +428,19 @@ class InProcessJobDriver:
                 ):
                     continue
                 seen.add(child_id)
-                counts = waiting.setdefault(child.type, [0, 0])
+                counts = waiting.setdefault(by(child), [0, 0])
                 counts[child.run_at > now] += 1
-        for job_type, (due, scheduled) in waiting.items():
-            row = stats.get(job_type)
+        for group, (due, scheduled) in waiting.items():
+            row = stats.get(group)
             if row is not None:
-                stats[job_type] = replace(
-                    row, due=row.due - due, scheduled=row.scheduled - scheduled
-                )
+                stats[group] = replace(row, due=row.due - due, scheduled=row.scheduled - scheduled)
         return stats
 
     async def queue_stats(self) -> dict[str, QueueStats]:
         now = self._clock.now_ms()
         self._prune(now)
-        return self._index.queue_stats(now, self._oldest_in_queue)
+        stats = self._index.queue_stats(now, self._oldest_in_queue)
+        return self._without_waiting(stats, now, _queue_of) if self._dependents else stats
 
     async def pause_queue(self, queue: str) -> bool:
         self._check_open()
@@ -685,3 +686,14 @@ class InProcessJobDriver:
 def _wake(woken: asyncio.Future[None]) -> None:
     if not woken.done():
         woken.set_result(None)
+
+
+S = TypeVar("S", JobTypeStats, QueueStats)
+
+
+def _type_of(record: JobRecord) -> str:
+    return record.type
+
+
+def _queue_of(record: JobRecord) -> str:
+    return record.queue

@@ -14,6 +14,7 @@ from jobs.context import JobContext
 from jobs.errors import DriverError
 from jobs.handlers import JobHandlerRegistry
 from jobs.new_job import NewJob
+from jobs.options import DEFAULT_QUEUE
 from jobs.queue import JobQueue
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
@@ -108,6 +109,8 @@ class WorkflowConformance:
         await queue.enqueue(ALL[0], {"name": "later"}, delay_ms=3_600_000)
         stats = (await driver.stats())[ALL[0]]
         assert (stats.due, stats.scheduled) == (1, 1), "a is due; b and c wait; one scheduled"
+        in_queue = (await driver.queue_stats())[DEFAULT_QUEUE]
+        assert (in_queue.due, in_queue.scheduled) == (1, 1), "per queue alike"
         claimed = await _claimable(driver)
         assert [job.id for job in claimed] == [ids["a"]]
         assert await driver.complete(ids["a"], claimed[0].lease_token)

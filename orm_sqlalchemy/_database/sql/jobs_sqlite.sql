@@ -399,15 +399,19 @@ WHERE expires_at IS NULL OR expires_at > :now
 GROUP BY type;
 
 -- name: queue_stats
--- stats per named queue instead of per type: live jobs by state, the oldest due job's age.
+-- stats per named queue instead of per type: live jobs by state (a workflow's job waiting for its
+-- parents is neither due nor scheduled), the oldest due job's age.
 SELECT queue,
-    sum(CASE WHEN state = 'pending' AND run_at <= :now THEN 1 ELSE 0 END) AS due,
-    sum(CASE WHEN state = 'pending' AND run_at > :now THEN 1 ELSE 0 END) AS scheduled,
+    sum(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at <= :now THEN 1 ELSE 0 END)
+        AS due,
+    sum(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at > :now THEN 1 ELSE 0 END)
+        AS scheduled,
     sum(CASE WHEN state = 'active' THEN 1 ELSE 0 END) AS active,
     sum(CASE WHEN state = 'completed' THEN 1 ELSE 0 END) AS completed,
     sum(CASE WHEN state = 'failed' THEN 1 ELSE 0 END) AS failed,
     sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
-    :now - min(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END)
+    :now - min(CASE WHEN state = 'pending' AND due_at IS NOT NULL AND run_at <= :now
+        THEN run_at END)
         AS oldest_due_age_ms
 FROM {table}
 WHERE expires_at IS NULL OR expires_at > :now
