@@ -21,6 +21,16 @@ from .driver import (
     WorkflowStore,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
+from .limits import (
+    ClaimedJobs,
+    ClaimLimits,
+    FleetLimit,
+    LimitedClaim,
+    LimitUsage,
+    plan_claim,
+    queue_key,
+    type_key,
+)
 from .inbox import (
     AttemptSettlement,
     CompletesInTransaction,
@@ -108,6 +118,15 @@ __all__ = [
     "QueueStats",
     "WorkerRegistration",
     "WorkerInfo",
+    # fleet-wide limits (the claim's)
+    "FleetLimit",
+    "ClaimLimits",
+    "ClaimedJobs",
+    "LimitUsage",
+    "LimitedClaim",
+    "plan_claim",
+    "type_key",
+    "queue_key",
     # the audit trail
     "AuditEntry",
     "AuditPage",
