@@ -2,10 +2,11 @@
 once per table.
 
 A file (``<resource>_<dialect>.sql``: ``jobs_sqlite.sql``, ``outbox_postgresql.sql`` ...) holds
-named statements (``-- name: claim``) with ``:name`` parameters and three macros: ``{table}``
-(the quoted table name), ``{now}`` (the store's clock in epoch ms: the bound ``:now`` when it is
-not NULL, else the database's clock) and ``{statement:<name>}`` (an earlier statement of the
-file, so that a variant of one is written once). PostgreSQL statements are rewritten to
+named statements (``-- name: claim``) with ``:name`` parameters and these macros: ``{table}``
+(the quoted table name; ``{edges}`` and ``{limits}``, the job store's other tables), ``{now}``
+(the store's clock in epoch ms: the bound ``:now`` when it is not NULL, else the database's
+clock) and ``{statement:<name>}`` (an earlier statement of the file, so that a variant of one
+is written once). PostgreSQL statements are rewritten to
 asyncpg's ``$n`` placeholders, SQLite ones keep sqlite3's named style; either way a statement
 is bound from a dict of parameters.
 """
@@ -62,11 +63,12 @@ def _strip_comments(body: str) -> str:
 
 
 def load_statements(
-    dialect: str, table: str, *, resource: str = "jobs", edges: str = ""
+    dialect: str, table: str, *, resource: str = "jobs", edges: str = "", limits: str = ""
 ) -> dict[str, Statement]:
     """Every statement of ``resource`` ("jobs" or "outbox") in ``dialect`` ("postgresql" or
     "sqlite"), for the quoted ``table`` (and, for the job statements of workflows, the quoted
-    ``edges`` table: the ``{edges}`` macro)."""
+    ``edges`` table: the ``{edges}`` macro; for those of fleet-wide limits, the quoted
+    ``limits`` table: ``{limits}``)."""
     if dialect not in _NOW:
         raise ValueError(f"the SQL stores support PostgreSQL and SQLite, not {dialect!r}")
     statements = {}
@@ -75,7 +77,8 @@ def load_statements(
         if dialect == "postgresql":
             statement = _numbered(statement)
         # The table goes in last, so that no quoted name is ever read as a parameter.
-        text = statement.text.replace("{edges}", edges).replace("{table}", table)
+        text = statement.text.replace("{edges}", edges).replace("{limits}", limits)
+        text = text.replace("{table}", table)
         statements[name] = Statement(name, text, statement.positional)
     return statements
 

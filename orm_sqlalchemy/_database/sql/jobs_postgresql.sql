@@ -72,22 +72,14 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
--- name: claim
--- Due pending jobs and expired leases, the highest priority first, then the oldest due, skipping
--- rows another claimer holds (a walk of the claim index, ix_<table>_claim).
+-- name: claim_lease
+-- (A fragment: claim and claim_limited end it with their choice of rows, "due" (id, state).)
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
 -- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error);
 -- but a workflow job is leased (stalls past max_stalls), for the store to fail it through
 -- finish, which settles its dependents in the failure's own statement.
-WITH due AS MATERIALIZED (
-    SELECT id, state FROM {table}
-    WHERE due_at <= {now} AND queue = CAST(:queue AS text) AND type = ANY(CAST(:types AS text[]))
-    ORDER BY priority DESC, due_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
 UPDATE {table} AS j SET
     state = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN 'failed' ELSE 'active' END,
@@ -113,11 +105,28 @@ UPDATE {table} AS j SET
         THEN {now} END,
     expires_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN GREATEST({now} + CAST(:retain_failed_ms AS bigint), COALESCE(j.keep_until, 0)) END
-FROM due
-WHERE j.id = due.id
+
+-- name: claim_returning
+-- (A fragment: what claim and claim_limited return of the rows they leased.)
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
     j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed,
-    j.stalls, j.max_stalls, j.priority, j.depends_on, j.workflow_id;
+    j.stalls, j.max_stalls, j.priority, j.depends_on, j.workflow_id
+
+-- name: claim
+-- Due pending jobs and expired leases, the highest priority first, then the oldest due, skipping
+-- rows another claimer holds (a walk of the claim index, ix_<table>_claim), leased
+-- (claim_lease).
+WITH due AS MATERIALIZED (
+    SELECT id, state FROM {table}
+    WHERE due_at <= {now} AND queue = CAST(:queue AS text) AND type = ANY(CAST(:types AS text[]))
+    ORDER BY priority DESC, due_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+{statement:claim_lease}
+FROM due
+WHERE j.id = due.id
+{statement:claim_returning};
 
 -- name: claim_next_due
 -- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:
@@ -143,6 +152,82 @@ FROM (
     END AS due_in
 ) AS later
 LEFT JOIN claimed ON true;
+
+-- name: limit_usage
+-- A limited claim's count (jobs.spi.limits; the store's claim given ClaimLimits), in its
+-- transaction once it holds the lock of each key: a statement of its own, as READ COMMITTED
+-- takes a statement's snapshot when it starts, before a lock it then waits for. Per key of
+-- :keys (its window :windows, in ms): held, the claims recorded under it whose job still holds
+-- the lease they gave (active, the lease live: an active job's due_at is its lease's end);
+-- started, those made in the window, and the oldest of them. The key's dead rows (not held,
+-- older than the window) are deleted in passing. A row per key, with now (the store's clock).
+WITH keys AS MATERIALIZED (
+    SELECT * FROM unnest(CAST(:keys AS text[]), CAST(:windows AS bigint[])) AS k(key, per_ms)
+),
+counted AS MATERIALIZED (
+    SELECT c.key, c.job_id, c.lease_token, c.at, k.per_ms, j.id IS NOT NULL AS held
+    FROM keys AS k
+    JOIN {limits} AS c ON c.key = k.key
+    LEFT JOIN {table} AS j ON j.id = c.job_id AND j.lease_token = c.lease_token
+        AND j.state = 'active' AND j.due_at > {now}
+),
+dead AS (
+    DELETE FROM {limits} AS d
+    USING counted AS c
+    WHERE d.key = c.key AND d.job_id = c.job_id AND d.lease_token = c.lease_token
+        AND NOT c.held AND c.at <= {now} - c.per_ms
+)
+SELECT k.key, {now} AS now,
+    count(c.key) FILTER (WHERE c.held) AS held,
+    count(c.key) FILTER (WHERE c.at > {now} - k.per_ms) AS started,
+    min(c.at) FILTER (WHERE c.at > {now} - k.per_ms) AS oldest_start
+FROM keys AS k
+LEFT JOIN counted AS c ON c.key = k.key
+GROUP BY k.key, k.per_ms;
+
+-- name: limit_candidates
+-- The due jobs a limited claim may take, locked (skipping rows another claimer holds), in
+-- claim order: per group of :types (:groups, from 1: the group of each type) at most its
+-- :caps (by group), read as the claim reads (the claim index). The store puts each capped
+-- type in a group of its own, with its room as the cap, and the others in one group with the
+-- claim's limit, so a type at its cap never crowds the others out of the candidates.
+SELECT c.id, c.type, c.priority, c.due_at
+FROM unnest(CAST(:caps AS integer[])) WITH ORDINALITY AS g(cap, n)
+CROSS JOIN LATERAL (
+    SELECT id, type, priority, due_at FROM {table}
+    WHERE due_at <= {now} AND queue = CAST(:queue AS text)
+        AND type = ANY(ARRAY(
+            SELECT t.type
+            FROM unnest(CAST(:types AS text[]), CAST(:groups AS integer[])) AS t(type, grp)
+            WHERE t.grp = g.n
+        ))
+    ORDER BY priority DESC, due_at
+    LIMIT g.cap
+    FOR UPDATE SKIP LOCKED
+) AS c
+ORDER BY c.priority DESC, c.due_at;
+
+-- name: claim_limited
+-- claim of the jobs a limited claim picked (:ids, among limit_candidates, which locked them),
+-- each leased one recorded under its keys (:record_ids, :record_keys: a pair per job and key).
+WITH due AS MATERIALIZED (
+    SELECT id, state FROM {table} WHERE id = ANY(CAST(:ids AS text[]))
+),
+leased AS (
+    {statement:claim_lease}
+    FROM due
+    WHERE j.id = due.id
+    {statement:claim_returning}
+),
+recorded AS (
+    INSERT INTO {limits} (key, job_id, lease_token, at)
+    SELECT r.key, l.id, l.lease_token, {now}
+    FROM leased AS l
+    JOIN unnest(CAST(:record_ids AS text[]), CAST(:record_keys AS text[])) AS r(id, key)
+        ON r.id = l.id
+    WHERE l.state = 'active'
+)
+SELECT * FROM leased;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = {now} + CAST(:lease_ms AS bigint)

@@ -57,9 +57,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
--- name: claim
--- Due pending jobs and expired leases, the highest priority first, then the oldest due (a walk
--- of the claim index, ix_<table>_claim), in one UPDATE ... RETURNING.
+-- name: claim_lease
+-- (A fragment: claim and claim_limited end it with the rows they lease, then claim_returning.)
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
@@ -96,15 +95,79 @@ UPDATE {table} SET
         THEN :now END,
     expires_at = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN max(:now + :retain_failed_ms, coalesce(keep_until, 0)) END
+
+-- name: claim_returning
+RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, max_stalls, priority,
+    depends_on, workflow_id
+
+-- name: claim
+-- Due pending jobs and expired leases, the highest priority first, then the oldest due (a walk
+-- of the claim index, ix_<table>_claim), in one UPDATE ... RETURNING (claim_lease).
+{statement:claim_lease}
 WHERE id IN (
     SELECT id FROM {table}
     WHERE due_at <= :now AND queue = :queue AND type IN (SELECT value FROM json_each(:types))
     ORDER BY priority DESC, due_at
     LIMIT :limit
 )
-RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, max_stalls, priority,
-    depends_on, workflow_id;
+{statement:claim_returning};
+
+-- name: limit_dead
+-- A limited claim's first step (jobs.spi.limits; one write transaction, so no other claim
+-- counts meanwhile): the dead rows of :keys (a JSON array of [key, window ms]), claims no
+-- longer held (their job no longer holds the lease they gave, or it expired) and older than
+-- the window, deleted in passing.
+DELETE FROM {limits}
+WHERE key IN (SELECT value ->> 0 FROM json_each(:keys))
+    AND at <= :now - (SELECT value ->> 1 FROM json_each(:keys) WHERE value ->> 0 = {limits}.key)
+    AND NOT EXISTS (
+        SELECT 1 FROM {table} AS j
+        WHERE j.id = {limits}.job_id AND j.lease_token = {limits}.lease_token
+            AND j.state = 'active' AND j.due_at > :now
+    );
+
+-- name: limit_usage
+-- Per key of :keys ([key, window ms]): held, the claims recorded under it whose job still
+-- holds the lease they gave (active, the lease live: an active job's due_at is its lease's
+-- end); started, those made in the window, and the oldest of them. A row per key.
+WITH keys(key, per_ms) AS (
+    SELECT value ->> 0, value ->> 1 FROM json_each(:keys)
+),
+counted AS (
+    SELECT c.key, c.at, j.id IS NOT NULL AS held
+    FROM keys AS k
+    JOIN {limits} AS c ON c.key = k.key
+    LEFT JOIN {table} AS j ON j.id = c.job_id AND j.lease_token = c.lease_token
+        AND j.state = 'active' AND j.due_at > :now
+)
+SELECT k.key, :now AS now,
+    coalesce(sum(c.held), 0) AS held,
+    count(CASE WHEN c.at > :now - k.per_ms THEN 1 END) AS started,
+    min(CASE WHEN c.at > :now - k.per_ms THEN c.at END) AS oldest_start
+FROM keys AS k
+LEFT JOIN counted AS c ON c.key = k.key
+GROUP BY k.key, k.per_ms;
+
+-- name: limit_candidates
+-- The due jobs of :types (a JSON array) a limited claim may take, :limit of them in claim
+-- order; the store reads each capped type apart, its room as the limit, and merges.
+SELECT id, type, priority, due_at FROM {table}
+WHERE due_at <= :now AND queue = :queue AND type IN (SELECT value FROM json_each(:types))
+ORDER BY priority DESC, due_at
+LIMIT :limit;
+
+-- name: claim_limited
+-- claim of the jobs a limited claim picked (:ids, a JSON array, among limit_candidates in
+-- the same transaction).
+{statement:claim_lease}
+WHERE id IN (SELECT value FROM json_each(:ids))
+{statement:claim_returning};
+
+-- name: limit_record
+-- The limited claim's leases, recorded: :claims is a JSON array of [key, job id, lease token].
+INSERT INTO {limits} (key, job_id, lease_token, at)
+SELECT value ->> 0, value ->> 1, value ->> 2, :now FROM json_each(:claims);
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms
