@@ -589,9 +589,7 @@ class JobQueue:
         await audit.record(self._driver, actor, "delete", job_id, int(deleted))
         return deleted
 
-    async def outcome_counts(
-        self, *, since_ms: int, type: str | None = None
-    ) -> list[OutcomeCount]:
+    async def outcome_counts(self, *, since_ms: int, type: str | None = None) -> list[OutcomeCount]:
         """The per-minute outcome counters from ``since_ms`` (epoch ms) on: executions by type
         and outcome with their runtimes (``jobs.counters.summarize`` totals them). They outlive
         the jobs: a purge or retention does not change them.
