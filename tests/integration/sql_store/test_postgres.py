@@ -233,7 +233,9 @@ async def test_a_store_starting_on_an_up_to_date_table_waits_for_no_open_transac
     try:
         async with engine.connect() as connection:
             transaction = await connection.begin()
-            tables = ("queue", "workers", "audit", "counters", "edges", "paused_queues")
+            tables = (
+                "queue", "workers", "audit", "counters", "edges", "paused_queues", "limit_claims"
+            )
             for table in (f"{pg_harness.prefix}{name}" for name in tables):
                 await connection.execute(text(f'LOCK TABLE "{table}" IN ROW EXCLUSIVE MODE'))
             try:
