@@ -323,15 +323,20 @@ def job_schema(
         Column("paused_at", BigInteger, nullable=False),
         schema=schema,
     )
-    limit_claims = Table(  # the claims made under a fleet-wide limit (jobs.spi.limits)
+    limit_claims = Table(  # the claims made under a fleet-wide limit (_database.limits)
         f"{table_prefix}limit_claims",
         metadata,
         Column("key", String(LIMIT_KEY_LENGTH), primary_key=True),  # type:<name>, queue:<name>
         Column("job_id", String(255), primary_key=True),
         Column("lease_token", String(64), primary_key=True),  # held while the job holds it
         Column("at", BigInteger, nullable=False),  # when claimed: the rate window counts it
+        # 1 until a claim finds the job no longer holds the lease (never again: a lease token
+        # is its claim's alone), so the count joins only these rows with the job table
+        Column("held", Integer, nullable=False, server_default=text("1")),
         schema=schema,
     )
+    Index(f"ix_{limit_claims.name}_window", limit_claims.c.key, limit_claims.c.at)
+    Index(f"ix_{limit_claims.name}_held", limit_claims.c.key, limit_claims.c.held)
     return JobSchema(
         metadata,
         jobs,

@@ -154,61 +154,78 @@ FROM (
 LEFT JOIN claimed ON true;
 
 -- name: limit_usage
--- A limited claim's count (jobs.spi.limits; the store's claim given ClaimLimits), in its
+-- A limited claim's count and candidates (jobs.spi.limits; _database.limits), in its
 -- transaction once it holds the lock of each key: a statement of its own, as READ COMMITTED
--- takes a statement's snapshot when it starts, before a lock it then waits for. Per key of
--- :keys (its window :windows, in ms): held, the claims recorded under it whose job still holds
--- the lease they gave (active, the lease live: an active job's due_at is its lease's end);
--- started, those made in the window, and the oldest of them. The key's dead rows (not held,
--- older than the window) are deleted in passing. A row per key, with now (the store's clock).
+-- takes a statement's snapshot when it starts, before a lock it then waits for.
+-- Per key of :keys (its window :windows, in ms; 0 for a key without a rate): held, the claims
+-- recorded under it whose job still holds the lease they gave (active, the lease live: an
+-- active job's due_at is its lease's end); started, those made in the window, and the oldest
+-- of them; and now (the store's clock). Only rows still marked held are looked up in the job
+-- table (holding); one found not held is marked so (ended) or, past the window, deleted with
+-- the others past it that are not held (dead): two sets apart, as one statement may not write
+-- a row twice. The counts read the snapshot: the rows as they were before this statement.
+-- Beside them (rows of NULL key), the candidates: the due jobs of :types, locked (skipping
+-- rows another claimer holds), per group (:groups, from 1: the group of each type) at most
+-- its :caps (by group), read as the claim reads (the claim index). The store puts each type
+-- with a limit in a group of its own, the others in one, each at most the claim's limit, so
+-- that a type at its cap never crowds the others out; it picks among them (plan.pick) in
+-- claim order, the highest priority then the earliest due.
 WITH keys AS MATERIALIZED (
     SELECT * FROM unnest(CAST(:keys AS text[]), CAST(:windows AS bigint[])) AS k(key, per_ms)
 ),
-counted AS MATERIALIZED (
-    SELECT c.key, c.job_id, c.lease_token, c.at, k.per_ms, j.id IS NOT NULL AS held
+holding AS MATERIALIZED (
+    SELECT c.key, c.job_id, c.lease_token, c.at <= {now} - k.per_ms AS past,
+        j.id IS NOT NULL AS held
     FROM keys AS k
-    JOIN {limits} AS c ON c.key = k.key
+    JOIN {limits} AS c ON c.key = k.key AND c.held = 1
     LEFT JOIN {table} AS j ON j.id = c.job_id AND j.lease_token = c.lease_token
         AND j.state = 'active' AND j.due_at > {now}
 ),
+ended AS (
+    UPDATE {limits} AS d SET held = 0
+    FROM holding AS h
+    WHERE d.key = h.key AND d.job_id = h.job_id AND d.lease_token = h.lease_token
+        AND NOT h.held AND NOT h.past
+),
 dead AS (
     DELETE FROM {limits} AS d
-    USING counted AS c
-    WHERE d.key = c.key AND d.job_id = c.job_id AND d.lease_token = c.lease_token
-        AND NOT c.held AND c.at <= {now} - c.per_ms
+    USING keys AS k
+    WHERE d.key = k.key AND d.at <= {now} - k.per_ms
+        AND (d.held = 0 OR EXISTS (
+            SELECT 1 FROM holding AS h
+            WHERE h.key = d.key AND h.job_id = d.job_id AND h.lease_token = d.lease_token
+                AND NOT h.held
+        ))
+),
+candidates AS (
+    SELECT c.id, c.type, c.priority, c.due_at
+    FROM unnest(CAST(:caps AS integer[])) WITH ORDINALITY AS g(cap, n)
+    CROSS JOIN LATERAL (
+        SELECT id, type, priority, due_at FROM {table}
+        WHERE due_at <= {now} AND queue = CAST(:queue AS text)
+            AND type = ANY(ARRAY(
+                SELECT t.type
+                FROM unnest(CAST(:types AS text[]), CAST(:groups AS integer[])) AS t(type, grp)
+                WHERE t.grp = g.n
+            ))
+        ORDER BY priority DESC, due_at
+        LIMIT g.cap
+        FOR UPDATE SKIP LOCKED
+    ) AS c
 )
 SELECT k.key, {now} AS now,
-    count(c.key) FILTER (WHERE c.held) AS held,
-    count(c.key) FILTER (WHERE c.at > {now} - k.per_ms) AS started,
-    min(c.at) FILTER (WHERE c.at > {now} - k.per_ms) AS oldest_start
+    (SELECT count(*) FROM holding AS h WHERE h.key = k.key AND h.held) AS held,
+    w.started, w.oldest_start, NULL AS id, NULL AS type, NULL AS priority, NULL AS due_at
 FROM keys AS k
-LEFT JOIN counted AS c ON c.key = k.key
-GROUP BY k.key, k.per_ms;
-
--- name: limit_candidates
--- The due jobs a limited claim may take, locked (skipping rows another claimer holds), in
--- claim order: per group of :types (:groups, from 1: the group of each type) at most its
--- :caps (by group), read as the claim reads (the claim index). The store puts each capped
--- type in a group of its own, with its room as the cap, and the others in one group with the
--- claim's limit, so a type at its cap never crowds the others out of the candidates.
-SELECT c.id, c.type, c.priority, c.due_at
-FROM unnest(CAST(:caps AS integer[])) WITH ORDINALITY AS g(cap, n)
 CROSS JOIN LATERAL (
-    SELECT id, type, priority, due_at FROM {table}
-    WHERE due_at <= {now} AND queue = CAST(:queue AS text)
-        AND type = ANY(ARRAY(
-            SELECT t.type
-            FROM unnest(CAST(:types AS text[]), CAST(:groups AS integer[])) AS t(type, grp)
-            WHERE t.grp = g.n
-        ))
-    ORDER BY priority DESC, due_at
-    LIMIT g.cap
-    FOR UPDATE SKIP LOCKED
-) AS c
-ORDER BY c.priority DESC, c.due_at;
+    SELECT count(*) AS started, min(c.at) AS oldest_start FROM {limits} AS c
+    WHERE c.key = k.key AND c.at > {now} - k.per_ms
+) AS w
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, id, type, priority, due_at FROM candidates;
 
 -- name: claim_limited
--- claim of the jobs a limited claim picked (:ids, among limit_candidates, which locked them),
+-- claim of the jobs a limited claim picked (:ids, among the candidates limit_usage locked),
 -- each leased one recorded under its keys (:record_ids, :record_keys: a pair per job and key).
 WITH due AS MATERIALIZED (
     SELECT id, state FROM {table} WHERE id = ANY(CAST(:ids AS text[]))

@@ -113,41 +113,39 @@ WHERE id IN (
 )
 {statement:claim_returning};
 
--- name: limit_dead
--- A limited claim's first step (jobs.spi.limits; one write transaction, so no other claim
--- counts meanwhile): the dead rows of :keys (a JSON array of [key, window ms]), claims no
--- longer held (their job no longer holds the lease they gave, or it expired) and older than
--- the window, deleted in passing.
-DELETE FROM {limits}
-WHERE key IN (SELECT value ->> 0 FROM json_each(:keys))
-    AND at <= :now - (SELECT value ->> 1 FROM json_each(:keys) WHERE value ->> 0 = {limits}.key)
+-- name: limit_ended
+-- A limited claim's first step (jobs.spi.limits; _database.limits; one write transaction, so
+-- no other claim counts meanwhile): of the keys :keys (a JSON array of [key, window ms], 0 for
+-- a key without a rate), the claims still marked held whose job no longer holds their lease
+-- (active, the lease live: an active job's due_at is its lease's end) are marked not held:
+-- for good, as a lease token is its claim's alone. Only those are looked up in the job table.
+UPDATE {limits} SET held = 0
+WHERE key IN (SELECT value ->> 0 FROM json_each(:keys)) AND held = 1
     AND NOT EXISTS (
         SELECT 1 FROM {table} AS j
         WHERE j.id = {limits}.job_id AND j.lease_token = {limits}.lease_token
             AND j.state = 'active' AND j.due_at > :now
     );
 
+-- name: limit_dead
+-- Then, per key, the claims not held made by :before (the window's start) are deleted, so the
+-- table stays small: a range of the window index ("+": not the held index, whose rows not
+-- held span the whole window).
+DELETE FROM {limits} WHERE key = :key AND at <= :before AND +held = 0;
+
 -- name: limit_usage
--- Per key of :keys ([key, window ms]): held, the claims recorded under it whose job still
--- holds the lease they gave (active, the lease live: an active job's due_at is its lease's
--- end); started, those made in the window, and the oldest of them. A row per key.
+-- Per key of :keys: held, its claims whose job still holds their lease (limit_ended ran);
+-- started, those made in the window, and the oldest of them. A row per key, with now.
 WITH keys(key, per_ms) AS (
     SELECT value ->> 0, value ->> 1 FROM json_each(:keys)
-),
-counted AS (
-    SELECT c.key, c.at, j.id IS NOT NULL AS held
-    FROM keys AS k
-    JOIN {limits} AS c ON c.key = k.key
-    LEFT JOIN {table} AS j ON j.id = c.job_id AND j.lease_token = c.lease_token
-        AND j.state = 'active' AND j.due_at > :now
 )
 SELECT k.key, :now AS now,
-    coalesce(sum(c.held), 0) AS held,
-    count(CASE WHEN c.at > :now - k.per_ms THEN 1 END) AS started,
-    min(CASE WHEN c.at > :now - k.per_ms THEN c.at END) AS oldest_start
-FROM keys AS k
-LEFT JOIN counted AS c ON c.key = k.key
-GROUP BY k.key, k.per_ms;
+    (SELECT count(*) FROM {limits} AS c WHERE c.key = k.key AND c.held = 1) AS held,
+    (SELECT count(*) FROM {limits} AS c WHERE c.key = k.key AND c.at > :now - k.per_ms)
+        AS started,
+    (SELECT min(c.at) FROM {limits} AS c WHERE c.key = k.key AND c.at > :now - k.per_ms)
+        AS oldest_start
+FROM keys AS k;
 
 -- name: limit_candidates
 -- The due jobs of :types (a JSON array) a limited claim may take, :limit of them in claim
