@@ -161,7 +161,8 @@ LEFT JOIN claimed ON true;
 -- recorded under it whose job still holds the lease they gave (active, the lease live: an
 -- active job's due_at is its lease's end); started, those made in the window, and the oldest
 -- of them; and now (the store's clock). Only rows still marked held are looked up in the job
--- table (holding); one found not held is marked so (ended) or, past the window, deleted with
+-- table (holding: by id alone, the lease checked on the row found, as a join on due_at > now
+-- too was planned as a walk of the due index, every scheduled job); one found not held is marked so (ended) or, past the window, deleted with
 -- the others past it that are not held (dead): two sets apart, as one statement may not write
 -- a row twice. The counts read the snapshot: the rows as they were before this statement.
 -- Beside them (rows of NULL key), the candidates: the due jobs of :types, locked (skipping
@@ -175,11 +176,10 @@ WITH keys AS MATERIALIZED (
 ),
 holding AS MATERIALIZED (
     SELECT c.key, c.job_id, c.lease_token, c.at <= {now} - k.per_ms AS past,
-        j.id IS NOT NULL AS held
+        COALESCE(j.state = 'active' AND j.due_at > {now}, false) AS held
     FROM keys AS k
     JOIN {limits} AS c ON c.key = k.key AND c.held = 1
     LEFT JOIN {table} AS j ON j.id = c.job_id AND j.lease_token = c.lease_token
-        AND j.state = 'active' AND j.due_at > {now}
 ),
 ended AS (
     UPDATE {limits} AS d SET held = 0
