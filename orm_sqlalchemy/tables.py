@@ -22,6 +22,9 @@ A workflow's job (``jobs.spi.WorkflowStore``) has ``workflow_id``, its place in 
 (``workflow_seq``, listed by a partial index), its parents (``depends_on``, JSON) and how many
 of them are unfinished (``waiting``: ``due_at`` is NULL until 0); the ``<prefix>edges`` table
 holds a (parent, child) row until the parent settles (``_database.workflows``).
+The ``<prefix>limit_claims`` table holds the claims made under a fleet-wide limit
+(``jobs.spi.limits``): a row per job and limit key, while its claim holds the job or is within
+the rate's window (``_database.limits``); a store made before it serves plain claims without it.
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
