@@ -99,5 +99,9 @@ async def test_four_workers_keep_a_types_global_concurrency_and_rate_while_other
     assert beside_s <= 2 * alone_s + 1.0, (beside_s, alone_s)
 
 
+def _free() -> list[NewJob]:
+    return [NewJob(type="ledger.free", payload={"n": n}) for n in range(FREE)]
+
+
 async def _done(driver: JobDriver, job_type: str, count: int) -> bool:
     return await _completed(driver, job_type) >= count
