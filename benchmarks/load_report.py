@@ -52,14 +52,11 @@ async def _guarded(name: str, width: int, work: Callable[[], Awaitable[None]]) -
 
 
 async def io_drain_rows(runs: int, n: int = 10_000) -> None:
-    print(
-        f"\nI/O-bound drain: {n:,} jobs awaiting 10 ms, concurrency 50, vs a bare asyncio "
-        "semaphore loop in the same run (target: ratio >= 0.85)\n"
-    )
+    print(f"\nI/O-bound drain: {n:,} jobs awaiting 10 ms, concurrency 50, vs a bare asyncio "
+          "semaphore loop in the same run (target: ratio >= 0.85)\n")
     _row("driver", "ours jobs/s", "bare loop jobs/s", "ratio")
     print("|---|---|---|---|")
     for name in DURABLE:
-
         async def measure(name: str = name) -> None:
             ours, refs, ratios = [], [], []
             for _ in range(runs):
@@ -79,7 +76,6 @@ async def bulk_rows(runs: int, n: int = 10_000) -> None:
     _row("driver", "jobs/s", "target jobs/s")
     print("|---|---|---|")
     for name in DURABLE:
-
         async def measure(name: str = name) -> None:
             rates = []
             for _ in range(runs):
@@ -91,10 +87,8 @@ async def bulk_rows(runs: int, n: int = 10_000) -> None:
 
 
 async def single_enqueue_rows(runs: int, n: int = 2_000) -> None:
-    print(
-        f"\nSingle enqueue, {n:,} one by one, vs the bare client loop in the same run "
-        "(target: ratio >= 0.90)\n"
-    )
+    print(f"\nSingle enqueue, {n:,} one by one, vs the bare client loop in the same run "
+          "(target: ratio >= 0.90)\n")
     _row("driver", "ours jobs/s", "reference", "reference calls/s", "ratio")
     print("|---|---|---|---|---|")
     references: dict[str, tuple[str, Callable[[], Awaitable[float]]]] = {
@@ -102,7 +96,6 @@ async def single_enqueue_rows(runs: int, n: int = 2_000) -> None:
         "postgres": ("asyncpg INSERT loop", lambda: asyncpg_insert_loop_rate(POSTGRES_URL, n)),
     }
     for name, (label, reference) in references.items():
-
         async def measure(
             name: str = name,
             label: str = label,
@@ -118,44 +111,27 @@ async def single_enqueue_rows(runs: int, n: int = 2_000) -> None:
                 ours.append(rate)
                 refs.append(ref)
                 ratios.append(rate / ref)
-            _row(
-                name,
-                f"{_median(ours):,.0f}",
-                label,
-                f"{_median(refs):,.0f}",
-                f"{_median(ratios):.2f}",
-            )
+            _row(name, f"{_median(ours):,.0f}", label, f"{_median(refs):,.0f}",
+                 f"{_median(ratios):.2f}")
 
         await _guarded(name, 5, measure)
 
 
 async def outbox_load_rows(runs: int, duration_s: float, kinds: list[str]) -> None:
-    print(
-        f"\nOutbox under load: {PRODUCERS} producers for {duration_s:g} s after a {WARMUP_S:g} s "
-        "warm-up (order row + entry per "
-        "transaction), relay batch 100, runner concurrency 10; raw = the same transaction "
-        "with the bare client in the same run. Targets: commit/raw >= 0.60 (PostgreSQL), "
-        ">= 0.30 (SQLite); e2e/commit >= 0.95; p99 <= 50 ms (PostgreSQL), <= 100 ms (SQLite). "
-        "The worker-process rows run the relay and runner as `neverlost worker` would, in a "
-        "process of their own (default poll interval: on SQLite a commit in another process "
-        "is found by polling)\n"
-    )
-    _row(
-        "outbox",
-        "jobs on",
-        "commit tx/s",
-        "raw tx/s",
-        "commit/raw",
-        "e2e jobs/s",
-        "e2e/commit",
-        "p50 ms",
-        "p99 ms",
-    )
+    print(f"\nOutbox under load: {PRODUCERS} producers for {duration_s:g} s after a {WARMUP_S:g} s "
+          "warm-up (order row + entry per "
+          "transaction), relay batch 100, runner concurrency 10; raw = the same transaction "
+          "with the bare client in the same run. Targets: commit/raw >= 0.60 (PostgreSQL), "
+          ">= 0.30 (SQLite); e2e/commit >= 0.95; p99 <= 50 ms (PostgreSQL), <= 100 ms (SQLite). "
+          "The worker-process rows run the relay and runner as `neverlost worker` would, in a "
+          "process of their own (default poll interval: on SQLite a commit in another process "
+          "is found by polling)\n")
+    _row("outbox", "jobs on", "commit tx/s", "raw tx/s", "commit/raw", "e2e jobs/s", "e2e/commit",
+         "p50 ms", "p99 ms")
     print("|---|---|---|---|---|---|---|---|---|")
     costs: dict[str, tuple[list[Rate], list[Rate], list[LoadResult]]] = {}
     for kind in kinds:
         for jobs_on in ("same", "redis"):
-
             async def measure(kind: str = kind, jobs_on: str = jobs_on) -> None:
                 results: list[LoadResult] = []
                 apart: list[LoadResult] = []
@@ -201,23 +177,12 @@ def _load_row(kind: str, label: str, results: list[LoadResult], raws: list[Rate]
 
 def _outbox_cost_rows(costs: dict[str, tuple[list[Rate], list[Rate], list[LoadResult]]]) -> None:
     """SQLAlchemy's share beside ours: the same runs as the "same database" rows above."""
-    print(
-        '\nThe same transaction three ways, in the runs of the "same database" rows: raw '
-        "client; a plain SQLAlchemy session with the two INSERTs (no outbox, relay or runner: "
-        "SQLAlchemy's own cost); ours (tm.transaction + outbox.append, relay and runner in the "
-        "same process). CPU = process CPU per transaction\n"
-    )
-    _row(
-        "outbox",
-        "raw tx/s",
-        "raw CPU us",
-        "SQLAlchemy tx/s",
-        "SQLAlchemy/raw",
-        "SQLAlchemy CPU us",
-        "ours tx/s",
-        "ours/SQLAlchemy",
-        "ours CPU us",
-    )
+    print("\nThe same transaction three ways, in the runs of the \"same database\" rows: raw "
+          "client; a plain SQLAlchemy session with the two INSERTs (no outbox, relay or runner: "
+          "SQLAlchemy's own cost); ours (tm.transaction + outbox.append, relay and runner in the "
+          "same process). CPU = process CPU per transaction\n")
+    _row("outbox", "raw tx/s", "raw CPU us", "SQLAlchemy tx/s", "SQLAlchemy/raw",
+         "SQLAlchemy CPU us", "ours tx/s", "ours/SQLAlchemy", "ours CPU us")
     print("|---|---|---|---|---|---|---|---|---|")
     for kind, (raws, alone, results) in costs.items():
         ours_alone = list(zip(results, alone, strict=True))

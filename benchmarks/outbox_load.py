@@ -262,15 +262,8 @@ async def _worker_process(
     url: str, prefix: str, jobs_on: str, namespace: str, started_at: dict[int, float]
 ) -> tuple[_Phase, Callable[[int], Awaitable[None]]]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "benchmarks.outbox_worker",
-        url,
-        prefix,
-        jobs_on,
-        namespace,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "benchmarks.outbox_worker", url, prefix, jobs_on, namespace,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         limit=_RESULT_LINE_LIMIT,
     )
     assert process.stdin is not None

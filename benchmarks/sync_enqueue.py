@@ -61,10 +61,8 @@ def sync_rate(driver: JobDriver, n: int, producers: int) -> float:
 
 
 async def sync_enqueue_rows(runs: int, n: int = 2_000) -> None:
-    print(
-        f"\nSync enqueue: {n:,} jobs through SyncJobQueue from threads vs JobQueue from tasks "
-        f"in the same run, 1 and {PRODUCERS} producers (target: ratio >= 0.80)\n"
-    )
+    print(f"\nSync enqueue: {n:,} jobs through SyncJobQueue from threads vs JobQueue from tasks "
+          f"in the same run, 1 and {PRODUCERS} producers (target: ratio >= 0.80)\n")
     header = ["driver", "async 1", "sync 1", "ratio", f"async {PRODUCERS}", f"sync {PRODUCERS}",
               "ratio"]  # fmt: skip
     print("| " + " | ".join(header) + " |")
@@ -97,3 +95,5 @@ async def _in_thread(name: str, work: Callable[[JobDriver], float]) -> float:
     """A fresh store of ``name``, used only from the SyncJobQueue's own loop."""
     async with FACTORIES[name]() as driver:
         return await asyncio.to_thread(work, driver)
+
+

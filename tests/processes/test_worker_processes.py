@@ -128,7 +128,9 @@ async def test_a_stale_worker_cannot_settle_a_job_another_worker_reclaimed(
         await wait_until(lambda: len(read_ledger(ledger)) == 1, timeout=15, message="attempt 1")
         fresh = await spawn_worker(store_target, ledger, lease_ms=600)
         await wait_until(lambda: _state_is(driver, job_id, "completed"), timeout=20)
-        await wait_until(lambda: any(e["event"] == "woke" for e in read_ledger(ledger)), timeout=15)
+        await wait_until(
+            lambda: any(e["event"] == "woke" for e in read_ledger(ledger)), timeout=15
+        )
         assert await stale.stop() == 0  # its late retry was refused, after which it drained
         assert await state(driver, job_id) == ("completed", 1, None)
         events = [(e["event"], e["attempt"], e["pid"]) for e in read_ledger(ledger)]
