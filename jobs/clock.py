@@ -92,6 +92,7 @@ def to_epoch_ms(when: datetime, *, what: str = "run_at") -> int:
     return epoch_ms_of(when)
 
 
+
 def epoch_ms_of(when: datetime) -> int:
     """An aware datetime as epoch milliseconds, exactly (floored): no float in between, so
     the same instant always gives the same number (``timestamp() * 1000`` may round a

@@ -1,5 +1,6 @@
 """The in-process store's record of claims made under fleet-wide limits (``jobs.spi.limits``):
-per limit key, each claim's time and the lease it gave, counted as ``LimitUsage``."""
+per limit key, the claims' times (for a rate) and the leases they gave (for a concurrency),
+counted as ``LimitUsage``."""
 
 from __future__ import annotations
 
@@ -15,23 +16,36 @@ Holds = Callable[[str, str], bool]
 
 
 class LimitLedger:
-    """Claims by key, oldest first: (claimed at, job id, lease token)."""
+    """Per key: claim times, oldest first, and the (job id, lease token) of each claim that may
+    still hold its lease. Each count drops what it no longer counts, so a claim costs the
+    claims in the window and the leases held, not every claim ever made."""
 
     def __init__(self) -> None:
-        self._claims: dict[str, deque[tuple[int, str, str]]] = {}
+        self._starts: dict[str, deque[int]] = {}
+        self._holds: dict[str, set[tuple[str, str]]] = {}
 
     def usage(self, key: str, limit: FleetLimit, now: int, holds: Holds) -> LimitUsage:
-        """What ``key`` counts now; claims neither held nor in the window are dropped."""
-        claims = self._claims.get(key)
-        if not claims:
-            return LimitUsage()
+        """What ``key`` counts now."""
+        held = 0
+        leases = self._holds.get(key)
+        if leases:
+            if limit.concurrency is None:
+                leases.clear()
+            else:
+                leases.difference_update([lease for lease in leases if not holds(*lease)])
+                held = len(leases)
+        starts = self._starts.get(key)
+        if not starts:
+            return LimitUsage(held=held)
+        if limit.rate is None:
+            starts.clear()
+            return LimitUsage(held=held)
         since = now - limit.per_ms
-        kept = deque(claim for claim in claims if claim[0] > since or holds(claim[1], claim[2]))
-        self._claims[key] = kept
-        held = sum(1 for _, job_id, token in kept if holds(job_id, token))
-        window = [at for at, _, _ in kept if at > since] if limit.rate is not None else []
-        return LimitUsage(held, len(window), min(window, default=None))
+        while starts and starts[0] <= since:
+            starts.popleft()
+        return LimitUsage(held, len(starts), starts[0] if starts else None)
 
     def record(self, keys: Iterable[str], at: int, job_id: str, token: str) -> None:
         for key in keys:
-            self._claims.setdefault(key, deque()).append((at, job_id, token))
+            self._starts.setdefault(key, deque()).append(at)
+            self._holds.setdefault(key, set()).add((job_id, token))

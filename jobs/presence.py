@@ -111,10 +111,8 @@ class WorkerPresence(BackgroundService):
                     logger.info("worker registration works again")
                 failing = False
             except NotImplementedError as exc:
-                logger.info(
-                    "this driver keeps no worker registry; workers() will not list this worker: {}",
-                    exc,
-                )
+                logger.info("this driver keeps no worker registry; workers() will not list this "
+                            "worker: {}", exc)
                 supervisor.stop(PRESENCE_LOOP)  # ended on purpose, not down
                 return
             except Exception as exc:

@@ -262,7 +262,9 @@ class SyncJobQueue:
 
     # -- the hand-over ---------------------------------------------------------------------------
 
-    def _call(self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
+    def _call(
+        self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any
+    ) -> T:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"{self!r} is closed")
@@ -275,7 +277,9 @@ class SyncJobQueue:
                 if not self._in_flight:
                     self._idle.notify_all()
 
-    def _wait(self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
+    def _wait(
+        self, method: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any
+    ) -> T:
         """Run ``method(*args, **kwargs)`` on the loop, in a copy of the caller's context, and
         wait for its result (or exception)."""
         loop = self._loop
@@ -312,3 +316,4 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+

@@ -29,7 +29,9 @@ async def due_jobs(
     return due if any(by_queue[name].due for name in queues if name in by_queue) else 0
 
 
-async def nothing_due(queue: JobQueue, runner: JobRunner, relay: OutboxRelay | None = None) -> bool:
+async def nothing_due(
+    queue: JobQueue, runner: JobRunner, relay: OutboxRelay | None = None
+) -> bool:
     """True when the relay this worker runs (if any) is caught up, the runner holds no job
     and none of its types is due, in that order: the jobs a caught-up relay handed over are
     in the store before the runner and the store are asked, and a job claimed while the store

@@ -73,8 +73,9 @@ def _resolve(spec: str, module: Any, attr: str) -> Any:
 
 def _is_factory(target: Any) -> bool:
     """A plain function (or other non-class callable), not a configuration or a builder."""
-    return callable(target) and not isinstance(
-        target, type | ApplicationBuilder | Worker | list | tuple
+    return (
+        callable(target)
+        and not isinstance(target, type | ApplicationBuilder | Worker | list | tuple)
     )
 
 

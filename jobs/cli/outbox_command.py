@@ -183,6 +183,8 @@ def retry_entries(job_ids: tuple[str, ...], as_json: bool, **params: Any) -> Non
             for entry_id in moved:
                 click.echo(f"retried outbox entry {entry_id}")
         if refused:
-            raise CommandFailed(f"not retried (published or unknown): {', '.join(refused)}")
+            raise CommandFailed(
+                f"not retried (published or unknown): {', '.join(refused)}"
+            )
 
     run_on_target(target_spec(params), work, create=False)

@@ -60,7 +60,9 @@ class StoreProbe:
         return f"store {self.name} ({', '.join(self.roles)})"
 
 
-def store_probes(context: ApplicationContext, *, relay: bool, scheduler: bool) -> list[StoreProbe]:
+def store_probes(
+    context: ApplicationContext, *, relay: bool, scheduler: bool
+) -> list[StoreProbe]:
     """The stores this worker will use: the job driver always, the outbox store when it runs
     the relay (and the store can be asked: ``OutboxOperations``), the scheduler's store when
     it runs the scheduler; one probe per store object, naming every role it plays."""

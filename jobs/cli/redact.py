@@ -31,5 +31,5 @@ def redact_keys_option(command: F) -> F:
         envvar="NEVERLOST_REDACT_KEYS",
         callback=_parse,
         metavar="KEY,...",
-        help='Show these payload keys\' values (at any depth, any case) as "***".',
+        help="Show these payload keys' values (at any depth, any case) as \"***\".",
     )(command)

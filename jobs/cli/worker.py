@@ -51,8 +51,6 @@ def describe_queues(queues: QueueWeights) -> str:
     if queues.weights is None:
         return ", ".join(queues.names)
     return ", ".join(f"{n}={w}" for n, w in zip(queues.names, queues.weights, strict=True))
-
-
 STARTUP_RETRY_MAX_S = 2.0
 
 

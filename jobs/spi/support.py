@@ -69,7 +69,6 @@ def stalled_error_parts() -> tuple[str, str, str]:
     middle, _, tail = rest.partition("-222")
     return head, middle, tail
 
-
 __all__ = [
     # options
     "check_delay_ms",
