@@ -450,29 +450,35 @@ class SQLAlchemyJobStore:
         of the plain claim (``claim_next_due``) is not given: the wait after it asks."""
         run = LimitedRun(limit, types, queue, limits, self._lease_params(lease_ms))
         if self._sqlite is None:
-            if self._closed or not self._schema_ready:
-                await self._ready({})
-            assert isinstance(self._backend, PostgresBackend)
-            keys = [key for key, _ in limits.keys(types, queue)]
-            now = self._now()
-            sql = self._sql
-
-            def pg_steps() -> Steps:
-                return limited_claim_steps(sql, run, now, postgres=True)
-
-            begin = lock_script(self._quoted_limits, keys)
-            rows = await self._backend.fetch_script(begin, pg_steps)
+            rows = await self._claim_limited_postgres(run)
         else:
-            params: dict[str, Any] = {}
-            sql = self._sql
-
-            def sqlite_steps() -> Steps:
-                return limited_claim_steps(sql, run, params["now"], postgres=False)
-
-            rows = await self._fetch_script(Script("claim_limited", sqlite_steps), params)
+            rows = await self._claim_limited_sqlite(run)
         leased, stalled_parents, _ = _sort_claimed(rows)
         assert run.plan is not None
         return run.plan.result(await self._claimed(leased, stalled_parents))
+
+    async def _claim_limited_postgres(self, run: LimitedRun) -> list[Row]:
+        """The limited claim's transaction on PostgreSQL, opened with the keys' locks."""
+        if self._closed or not self._schema_ready:
+            await self._ready({})
+        assert isinstance(self._backend, PostgresBackend)
+        sql, now = self._sql, self._now()
+        keys = [key for key, _ in run.limits.keys(run.types, run.queue)]
+
+        def steps() -> Steps:
+            return limited_claim_steps(sql, run, now, postgres=True)
+
+        return await self._backend.fetch_script(lock_script(self._quoted_limits, keys), steps)
+
+    async def _claim_limited_sqlite(self, run: LimitedRun) -> list[Row]:
+        """The limited claim's write transaction on SQLite (a script; ``now`` bound)."""
+        sql = self._sql
+        params: dict[str, Any] = {}
+
+        def steps() -> Steps:
+            return limited_claim_steps(sql, run, params["now"], postgres=False)
+
+        return await self._fetch_script(Script("claim_limited", steps), params)
 
     async def _fail_stalled_workflow_job(self, row: Row) -> None:
         """Fail a workflow job whose lease expired more often than its max_stalls: the claim

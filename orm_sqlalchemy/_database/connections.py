@@ -59,6 +59,7 @@ Steps = Generator[tuple[Statement, dict[str, Any]], list[Row], list[Row]]
 """Statements run in one transaction, each chosen from the rows of those before it: yields
 ``(statement, params)``, is sent each one's rows, returns the result."""
 
+
 class Backend(Protocol):
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]: ...
 

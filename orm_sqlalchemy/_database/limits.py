@@ -102,8 +102,8 @@ def _postgres_steps(
 ) -> Steps:
     """PostgreSQL: the count and the candidates in one statement (``limit_usage``: the
     candidates of every type of the claim, each limited type at most the claim's limit, as
-    its cap is not known yet), then the lease (``claim_limited``). The transaction's BEGIN
-    took the locks (``lock_script``)."""
+    its cap is not known yet), then the lease (``claim_limited``, at the count's clock). The
+    transaction's BEGIN took the locks (``lock_script``)."""
     limited = {t: run.limit for t in run.types if t in run.limits.types}
     groups = _candidate_groups(list(run.types), limited, run.limit)
     params = {
@@ -116,7 +116,8 @@ def _postgres_steps(
         "caps": [cap for _, cap in groups],
     }
     rows = yield sql["limit_usage"], params
-    plan = run.plan = _plan(run, [row for row in rows if row["key"] is not None])
+    counted = [row for row in rows if row["key"] is not None]
+    plan = run.plan = _plan(run, counted)
     if not plan.types or plan.limit <= 0:
         return []
     chosen = _pick(plan, [row for row in rows if row["id"] is not None])
@@ -127,7 +128,7 @@ def _postgres_steps(
         sql["claim_limited"],
         {
             **run.claim_params,
-            "now": now,
+            "now": counted[0]["now"],  # the count's clock, read after the locks
             "ids": [row["id"] for row in chosen],
             "record_ids": [job_id for job_id, _ in pairs],
             "record_keys": [key for _, key in pairs],

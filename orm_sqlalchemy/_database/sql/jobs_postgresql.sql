@@ -156,7 +156,10 @@ LEFT JOIN claimed ON true;
 -- name: limit_usage
 -- A limited claim's count and candidates (jobs.spi.limits; _database.limits), in its
 -- transaction once it holds the lock of each key: a statement of its own, as READ COMMITTED
--- takes a statement's snapshot when it starts, before a lock it then waits for.
+-- takes a statement's snapshot when it starts, before a lock it then waits for. Its clock is
+-- read as it starts too ({statement_now}: after the lock, where now() is the transaction's
+-- start, before it), and the store binds it to the lease and record (claim_limited), so a
+-- claim that waited for the lock counts and records its claims at the time it made them.
 -- Per key of :keys (its window :windows, in ms; 0 for a key without a rate): held, the claims
 -- recorded under it whose job still holds the lease they gave (active, the lease live: an
 -- active job's due_at is its lease's end); started, those made in the window, and the oldest
@@ -175,8 +178,8 @@ WITH keys AS MATERIALIZED (
     SELECT * FROM unnest(CAST(:keys AS text[]), CAST(:windows AS bigint[])) AS k(key, per_ms)
 ),
 holding AS MATERIALIZED (
-    SELECT c.key, c.job_id, c.lease_token, c.at <= {now} - k.per_ms AS past,
-        COALESCE(j.state = 'active' AND j.due_at > {now}, false) AS held
+    SELECT c.key, c.job_id, c.lease_token, c.at <= {statement_now} - k.per_ms AS past,
+        COALESCE(j.state = 'active' AND j.due_at > {statement_now}, false) AS held
     FROM keys AS k
     JOIN {limits} AS c ON c.key = k.key AND c.held = 1
     LEFT JOIN {table} AS j ON j.id = c.job_id AND j.lease_token = c.lease_token
@@ -190,7 +193,7 @@ ended AS (
 dead AS (
     DELETE FROM {limits} AS d
     USING keys AS k
-    WHERE d.key = k.key AND d.at <= {now} - k.per_ms
+    WHERE d.key = k.key AND d.at <= {statement_now} - k.per_ms
         AND (d.held = 0 OR EXISTS (
             SELECT 1 FROM holding AS h
             WHERE h.key = d.key AND h.job_id = d.job_id AND h.lease_token = d.lease_token
@@ -202,7 +205,7 @@ candidates AS (
     FROM unnest(CAST(:caps AS integer[])) WITH ORDINALITY AS g(cap, n)
     CROSS JOIN LATERAL (
         SELECT id, type, priority, due_at FROM {table}
-        WHERE due_at <= {now} AND queue = CAST(:queue AS text)
+        WHERE due_at <= {statement_now} AND queue = CAST(:queue AS text)
             AND type = ANY(ARRAY(
                 SELECT t.type
                 FROM unnest(CAST(:types AS text[]), CAST(:groups AS integer[])) AS t(type, grp)
@@ -213,13 +216,13 @@ candidates AS (
         FOR UPDATE SKIP LOCKED
     ) AS c
 )
-SELECT k.key, {now} AS now,
+SELECT k.key, {statement_now} AS now,
     (SELECT count(*) FROM holding AS h WHERE h.key = k.key AND h.held) AS held,
     w.started, w.oldest_start, NULL AS id, NULL AS type, NULL AS priority, NULL AS due_at
 FROM keys AS k
 CROSS JOIN LATERAL (
     SELECT count(*) AS started, min(c.at) AS oldest_start FROM {limits} AS c
-    WHERE c.key = k.key AND c.at > {now} - k.per_ms
+    WHERE c.key = k.key AND c.at > {statement_now} - k.per_ms
 ) AS w
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, id, type, priority, due_at FROM candidates;
