@@ -207,6 +207,13 @@ class SQLAlchemyJobStore:
             ),
         }
         self._commits = None if self._postgres else sqlite_commits(self._engine)
+        self._lease_constants = {  # the claim's parameters for the lease it gives, but lease_ms
+            "stalled_head": STALLED_HEAD,
+            "stalled_middle": STALLED_MIDDLE,
+            "stalled_tail": STALLED_TAIL,
+            "max_errors": MAX_ERRORS_KEPT,
+            "retain_failed_ms": self._retention.failed_ms,
+        }
         self._clock = clock
         self._create_tables = create_tables
         self._schema_ready = False
@@ -399,7 +406,8 @@ class SQLAlchemyJobStore:
                 types=self._types(types),
                 queue=queue,
                 limit=limit,
-                **self._lease_params(lease_ms),
+                lease_ms=lease_ms,
+                **self._lease_constants,
             )
         except BaseException:
             if watch is not None:
@@ -416,17 +424,6 @@ class SQLAlchemyJobStore:
             else:
                 self._next_due.drop(watch)
         return await self._claimed(leased, stalled_parents)
-
-    def _lease_params(self, lease_ms: int) -> dict[str, Any]:
-        """The claim's parameters for the lease it gives (``claim_lease``)."""
-        return {
-            "lease_ms": lease_ms,
-            "stalled_head": STALLED_HEAD,
-            "stalled_middle": STALLED_MIDDLE,
-            "stalled_tail": STALLED_TAIL,
-            "max_errors": MAX_ERRORS_KEPT,
-            "retain_failed_ms": self._retention.failed_ms,
-        }
 
     async def _claimed(self, leased: list[Row], stalled_parents: list[Row]) -> list[ClaimedJob]:
         """After a claim: fail the workflow jobs it leased for their stalls and the rows no
@@ -448,7 +445,8 @@ class SQLAlchemyJobStore:
         and record in one transaction (PostgreSQL: under an advisory lock per key; SQLite: one
         write transaction). What a full limit held back is on the result. The next-due answer
         of the plain claim (``claim_next_due``) is not given: the wait after it asks."""
-        run = LimitedRun(limit, types, queue, limits, self._lease_params(lease_ms))
+        lease = {"lease_ms": lease_ms, **self._lease_constants}
+        run = LimitedRun(limit, types, queue, limits, lease)
         if self._sqlite is None:
             rows = await self._claim_limited_postgres(run)
         else:
