@@ -204,8 +204,8 @@ class PostgresBackend:
         its transaction, and ``_checkin`` discards it."""
 
         async def run(driver: Any) -> list[Row]:
-            await driver.execute(begin)
             try:
+                await driver.execute(begin)
                 result = await _run_steps(driver, steps())
                 await driver.execute("COMMIT")
             except Exception:
