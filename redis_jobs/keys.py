@@ -24,6 +24,11 @@
     {ns}:counts:<minute> hash    ["type", "outcome", "count"|"duration_ms"|bucket] -> number
     {ns}:workflow:<id>   hash    a workflow's job ids in order, how many are open, what its
                                  settles need (see the workflow helpers in lua/common.lua)
+    {ns}:limit:held:<key>    hash  a fleet limit's holders: job id -> the leased zset and lease
+                                   token of the claim that took it (``type:<t>``/``queue:<q>``
+                                   keys of ``jobs.spi.limits``; pruned by claims, expires)
+    {ns}:limit:starts:<key>  zset  a fleet limit's claims: lease token, score = claimed at
+                                   (trimmed to its window by claims, expires)
 
 States never hold ':', so ``state:<state>`` and ``state:<state>:<type>`` cannot collide.
 
@@ -118,6 +123,14 @@ class Keys:
 
     def index(self, key: str) -> str:
         return self.index_prefix + key
+
+    def limit_held(self, limit_key: str) -> str:
+        """The holders counted by a fleet limit (``jobs.spi.limits.type_key``/``queue_key``)."""
+        return self.prefix + "limit:held:" + limit_key
+
+    def limit_starts(self, limit_key: str) -> str:
+        """The claims a fleet limit's rate counts."""
+        return self.prefix + "limit:starts:" + limit_key
 
     def finished(self, state: str) -> str:
         return {"completed": self.completed, "cancelled": self.cancelled}.get(state, self.failed)
