@@ -21,6 +21,13 @@ from .driver import (
     WorkflowStore,
 )
 from .factories import DRIVERS_GROUP, DriverFactory, SQLOutboxSite
+from .inbox import (
+    AttemptSettlement,
+    CompletesInTransaction,
+    InboxJob,
+    JobInbox,
+    SyncJobInbox,
+)
 from .limits import (
     ClaimedJobs,
     ClaimLimits,
@@ -30,13 +37,6 @@ from .limits import (
     plan_claim,
     queue_key,
     type_key,
-)
-from .inbox import (
-    AttemptSettlement,
-    CompletesInTransaction,
-    InboxJob,
-    JobInbox,
-    SyncJobInbox,
 )
 from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
 from .outbox_audit import (

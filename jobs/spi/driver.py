@@ -77,7 +77,6 @@ __all__ = [
 class JobStore(Protocol):
     """Storing, leasing and settling jobs: the part of the SPI the runner and ``enqueue`` use."""
 
-
     async def enqueue(self, job: JobRequest) -> str | None:
         """Store a pending job; its id, or None when a live job already holds ``job.key``."""
         ...
@@ -181,7 +180,6 @@ class JobStore(Protocol):
         """How many jobs are in each state (every state present, zero included)."""
         ...
 
-
     async def wait_for_work(
         self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
     ) -> None:
@@ -202,7 +200,6 @@ class JobStore(Protocol):
 @runtime_checkable
 class JobOperations(Protocol):
     """Operating a store: listing, finding, requeueing, cancelling, purging, stats."""
-
 
     async def list_jobs(
         self,

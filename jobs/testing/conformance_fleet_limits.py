@@ -113,7 +113,7 @@ class FleetLimitConformance:
         await _complete(driver, first)  # settled: the rate still counts their claims
         clock.advance(400)
         held = await _claim(driver, limits)
-        assert (list(held), held.held, held.retry_ms) == ([], {"limited"}, 600)
+        assert (list(held), held.held, held.retry_ms) == ([], frozenset({"limited"}), 600)
         clock.advance(300)
         second = await _claim(driver, limits, limit=2)  # the window still holds the first 3
         assert list(second) == []
@@ -137,7 +137,7 @@ class FleetLimitConformance:
         taken = await _claim(driver, limits)
         assert len(taken) == 3
         refused = await _claim(driver, limits)
-        assert (list(refused), refused.held) == ([], set(_TYPES))
+        assert (list(refused), refused.held) == ([], frozenset(_TYPES))
         await _complete(driver, taken[:2])
         assert len(await _claim(driver, limits)) == 2
 
@@ -157,7 +157,7 @@ class FleetLimitConformance:
         clock.advance(1_000)  # the window turned; the one claimed holds its place
         assert len(await _claim(driver, limits)) == 1
         full = await _claim(driver, limits)
-        assert (list(full), full.held, full.retry_ms) == ([], {"limited"}, None)
+        assert (list(full), full.held, full.retry_ms) == ([], frozenset({"limited"}), None)
 
     async def test_runners_on_two_clients_never_run_more_than_the_global_concurrency(
         self, driver_harness: DriverHarness
@@ -207,4 +207,3 @@ class FleetLimitConformance:
             for runner in runners:
                 await runner.close()
         assert most == 2, f"{most} limited jobs ran at once across two runners"
-
