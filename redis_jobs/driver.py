@@ -49,6 +49,13 @@ prefix it is given in KEYS, under the same tag, so they are in the same slot. Af
 the client reaches the new primary (Cluster: MOVED and a slot-map refresh; Sentinel: a fresh
 discovery) and the driver logs one line naming it.
 
+Fleet limits (``jobs.spi.limits``): a claim given ``ClaimLimits`` that apply passes the claim
+script each limit key's ``{ns}:limit:held:<key>`` hash and ``{ns}:limit:starts:<key>`` zset,
+and the script counts, chooses and records in the claim's own atomic step (see claim.lua). A
+holder counts while its job still holds the lease that claim gave it, checked lazily by the
+claim (and only when the limit is near full), so complete, retry, fail and heartbeat stay as
+they are. A claim without limits passes none and runs the plain claim.
+
 Workflows (``jobs.spi.WorkflowStore``, ``workflows``): ``enqueue_workflow`` stores a DAG in one
 script; a job waiting for parents is pending in no ready zset, and the script that ends a parent
 releases or cancels its dependents (see the workflow helpers in ``lua/common.lua``).
