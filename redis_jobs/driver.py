@@ -564,7 +564,9 @@ class RedisJobDriver:
             for queue in queues
             for job_type in wanted
             for name in (
-                keys.ready(job_type, queue), keys.leased(job_type, queue), keys.signal(job_type)
+                keys.ready(job_type, queue),
+                keys.leased(job_type, queue),
+                keys.signal(job_type),
             )
         ]
         now, due = await self._scripts.call("peek", names, [self._now()])
