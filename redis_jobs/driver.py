@@ -94,8 +94,8 @@ from jobs.spi import (
     WorkerInfo,
     WorkerRegistration,
     WorkflowJob,
+    type_key,
 )
-from jobs.spi.limits import type_key
 from jobs.spi.support import (
     DEFAULT_QUEUE,
     Clock,
