@@ -225,10 +225,11 @@ end
 -- key gave it: '<length of the leased zset name> <leased zset name><lease token>'; its starts
 -- zset holds each claim's lease token (unique per claim), scored by the claim's time. Only
 -- this script writes them; a settle leaves its holder behind, dropped here once seen dead.
-local HELD_TTL_MS = 86400000
 -- A held hash lives a day past the last limited claim of its key (at least two leases, two
 -- windows): an abandoned key goes, while a lease held for long (heartbeats do not touch the
 -- hash) keeps its place as long as claims of the key go on.
+local HELD_TTL_MS = 86400000
+-- Dead holders dropped per HDEL (unpack's bound on the Lua stack).
 local PRUNE_CHUNK = 1000
 
 -- Whether the holder `id` (value: its held hash value) still holds the lease it was counted
