@@ -115,6 +115,58 @@ class QueueConformance:
         everything = await queue.list_jobs()
         assert len(everything.jobs) == 5
 
+    async def test_queue_stats_count_finished_jobs_per_queue(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        """Every driver counts each queue's completed, failed and cancelled jobs (never None),
+        the live ones as ``stats()`` counts them per type: they go down as jobs are requeued,
+        deleted, purged, or pruned at the end of their retention."""
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver(retain_completed_ms=60_000)
+        if not isinstance(driver, QueueOperations):
+            pytest.skip("the driver reports no queues")
+
+        async def settle(name: str, how: str, job_type: str = "t") -> str:
+            job_id = await enqueue(driver, job_type, queue=name)
+            [held] = await driver.claim(1, LEASE_MS, [job_type], name)
+            assert held.id == job_id
+            if how == "complete":
+                assert await driver.complete(job_id, held.lease_token)
+            else:
+                assert await driver.fail(job_id, held.lease_token, error="E: boom")
+            return job_id
+
+        async def finished() -> dict[str, tuple[int | None, int | None, int | None]]:
+            stats = await JobQueue(driver).queue_stats()
+            return {name: (row.completed, row.failed, row.cancelled) for name, row in stats.items()}
+
+        for _ in range(2):
+            await settle("emails", "complete")
+        failed = await settle("emails", "fail")
+        cancelled = await enqueue(driver, queue="emails")
+        assert await driver.cancel(cancelled)
+        await settle("default", "complete")
+        await settle("default", "fail")
+        await settle("exports", "complete", "other")
+        assert await finished() == {
+            "emails": (2, 1, 1), "default": (1, 1, 0), "exports": (1, 0, 0),
+        }  # fmt: skip
+        by_type = await driver.stats()
+        assert (by_type["t"].completed, by_type["t"].failed, by_type["t"].cancelled) == (3, 2, 1)
+
+        assert await driver.requeue(failed)
+        assert await driver.delete(cancelled)
+        assert await driver.purge(["completed"], job_type="other") == 1
+        stats = await JobQueue(driver).queue_stats()
+        assert (stats["emails"].due, stats["emails"].failed, stats["emails"].cancelled) == (1, 0, 0)
+        assert "exports" not in stats  # nothing of it is left
+
+        driver_harness.clock.advance(60_001)  # the completed jobs' retention ends
+        await settle("exports", "complete", "other")
+        assert await finished() == {
+            "emails": (0, 0, 0), "default": (0, 1, 0), "exports": (1, 0, 0),
+        }  # fmt: skip
+
     async def test_queue_stats_count_per_queue(self, driver_harness: DriverHarness) -> None:
         _needs_named_queues(driver_harness)
         driver = await driver_harness.driver()
