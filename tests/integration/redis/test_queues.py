@@ -156,7 +156,7 @@ async def test_a_stall_failed_by_a_claim_and_a_workflow_cancel_keep_the_lanes_in
 async def test_default_queue_counts_are_the_types_less_its_named_lanes(
     harness: RedisHarness,
 ) -> None:
-    """The default queue has no lane index (nor jobs stored before named queues)."""
+    """Jobs stored before named queues (no lane index) count, and list, as "default"."""
     driver = harness.redis_driver()
     ids = []
     for queue in ("default", "emails", "default"):
@@ -166,7 +166,9 @@ async def test_default_queue_counts_are_the_types_less_its_named_lanes(
         ids.append(job_id)
     stats = await driver.queue_stats()
     assert (stats["default"].completed, stats["emails"].completed) == (2, 1)
-    assert len(ids) == 3
+    listed = await driver.list_jobs(queue="default", state="completed", limit=1)
+    rest = await driver.list_jobs(queue="default", state="completed", cursor=listed.next_cursor)
+    assert sorted(job.id for job in listed.jobs + rest.jobs) == sorted([ids[0], ids[2]])
 
 
 async def test_a_lane_index_of_another_type_refuses_a_settle_before_any_write(
@@ -184,3 +186,28 @@ async def test_a_lane_index_of_another_type_refuses_a_settle_before_any_write(
     assert info.state == "active"
     await admin.delete(keys.lane("completed", "emails", "t"))
     assert await driver.complete(job_id, held.lease_token)
+
+
+async def test_a_default_page_among_many_named_jobs_of_its_type_is_read_in_several_calls(
+    harness: RedisHarness,
+) -> None:
+    """The default queue has no lane index: its page of a type shared with a named queue skips
+    the named jobs, at most a bounded number a script call (list.lua's SCAN), and the driver
+    calls again from where one stopped until the page is full."""
+    driver = harness.redis_driver()
+    older = await stored(driver, "default")
+    for _ in range(3):
+        harness.clock.advance(1)
+        crowd = [new_request(queue="emails") for _ in range(500)]
+        assert None not in await driver.enqueue_many(crowd)
+    harness.clock.advance(1)
+    newer = await stored(driver, "default")
+    page = await driver.list_jobs(queue="default", limit=5)
+    assert ([job.id for job in page.jobs], page.next_cursor) == ([newer, older], None)
+    first = await driver.list_jobs(queue="default", limit=1)
+    assert [job.id for job in first.jobs] == [newer]
+    rest = await driver.list_jobs(queue="default", limit=1, cursor=first.next_cursor)
+    assert ([job.id for job in rest.jobs], rest.next_cursor) == ([older], None)
+    emails = await driver.list_jobs(queue="emails", state="pending", limit=1_000)
+    assert len(emails.jobs) == 1_000
+    assert emails.next_cursor is not None
