@@ -57,7 +57,11 @@ local function check(k, a)
   local live = false
   if ARGV[a + 14] ~= '' then  -- a named queue's job: its lane's live index too
     live = lane_index(ns, 'live', ARGV[a + 14], job_type)
-    check_type_once(live, 'zset')
+    if alone then
+      check_type(live, 'zset')
+    else
+      check_type_once(live, 'zset')
+    end
   end
   if alone then
     known = read('set', 'SISMEMBER', types, job_type) == 1
@@ -186,10 +190,13 @@ local function apply(k, a, live, stale, run_at, has_key, known, signals, all_key
     end
     redis.call('HSET', record, unpack(fields))
   end
-  if live then
+  if live and not alone then
     later_zadd(live, now_text, id)
   end
   if alone then
+    if live then
+      redis.call('ZADD', live, now_text, id)
+    end
     redis.call('ZADD', KEYS[k + 2], score, id)
     redis.call('ZADD', all_key, now_text, id)
     redis.call('ZADD', typed_key, now_text, id)
