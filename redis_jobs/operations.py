@@ -61,6 +61,11 @@ millisecond that precede it are skipped."""
 ANY_STATE_BUT_ACTIVE = "pending,completed,failed,cancelled"
 LAST, RESUME = 0, 2
 """list.lua's first reply value: the last page, or a page stopped short (1: more may follow)."""
+LIST_CALLS = 20
+"""Script calls a ``list_jobs`` page makes at most: each reads a bounded number of index
+entries, and only entries a page skips (the named queues' jobs among a default queue's page,
+records past retention not yet pruned) make it call again; past this many the page answers
+short, with the cursor of where it stopped."""
 
 
 class RedisOperations:
@@ -104,7 +109,7 @@ class RedisOperations:
         after = decode_cursor(cursor) if cursor is not None else None
         jobs: list[JobInfo] = []
         last: tuple[int, str] | None = None
-        while True:
+        for _ in range(LIST_CALLS):
             args: list[ScriptArg] = [
                 self._now(),
                 state or "",
@@ -120,13 +125,14 @@ class RedisOperations:
                 jobs.append(job_info(job_id, record))
                 last = (int(record.get("created_at", record["run_at"])), job_id)
             flag = int(reply[0])
-            if flag != RESUME or len(jobs) >= limit:
-                break
-            # the script stopped short where a filtered index was read no further (see
-            # list.lua): the rest of the page follows that entry
+            if flag != RESUME:
+                more = flag != LAST and last is not None
+                next_cursor = encode_cursor(*last) if more and last else None
+                return JobPage(jobs=jobs, next_cursor=next_cursor)
+            # the script stopped short where an index was read no further (see list.lua): the
+            # rest of the page follows that entry
             after = (int(self._text(reply[1])), self._text(reply[2]))
-        more = flag != LAST and last is not None
-        return JobPage(jobs=jobs, next_cursor=encode_cursor(*last) if more and last else None)
+        return JobPage(jobs=jobs, next_cursor=encode_cursor(*after) if after else None)
 
     async def find_job(self, key: str) -> JobInfo | None:
         holder = await self._client.get(self._keys.index(key))

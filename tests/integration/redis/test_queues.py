@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from jobs.spi import WorkflowJob
 from jobs.testing import new_request
-from redis_jobs import Keys, RedisJobDriver
+from redis_jobs import Keys, RedisJobDriver, operations
 
 from .harness import RedisHarness
 
@@ -189,11 +189,12 @@ async def test_a_lane_index_of_another_type_refuses_a_settle_before_any_write(
 
 
 async def test_a_default_page_among_many_named_jobs_of_its_type_is_read_in_several_calls(
-    harness: RedisHarness,
+    harness: RedisHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default queue has no lane index: its page of a type shared with a named queue skips
     the named jobs, at most a bounded number a script call (list.lua's SCAN), and the driver
-    calls again from where one stopped until the page is full."""
+    calls again from where one stopped until the page is full (at most LIST_CALLS calls: then
+    it answers short, with the cursor of where it stopped)."""
     driver = harness.redis_driver()
     older = await stored(driver, "default")
     for _ in range(3):
@@ -211,3 +212,12 @@ async def test_a_default_page_among_many_named_jobs_of_its_type_is_read_in_sever
     emails = await driver.list_jobs(queue="emails", state="pending", limit=1_000)
     assert len(emails.jobs) == 1_000
     assert emails.next_cursor is not None
+    monkeypatch.setattr(operations, "LIST_CALLS", 1)  # a page then answers after one call
+    short = await driver.list_jobs(queue="default", limit=5)
+    assert [job.id for job in short.jobs] == [newer]
+    listed, cursor = [newer], short.next_cursor
+    while cursor is not None:  # each page goes on from where the one before stopped
+        page = await driver.list_jobs(queue="default", limit=5, cursor=cursor)
+        listed += [job.id for job in page.jobs]
+        cursor = page.next_cursor
+    assert listed == [newer, older]
