@@ -9,6 +9,11 @@
     {ns}:qleased:<queue>/<type>  zset  (a queue name holds no '/')
     {ns}:paused          set     the paused named queues (runners leave them out of claims)
     {ns}:types:lanes     set     '<queue>/<type>' of every named queue's jobs (stats walks it)
+    {ns}:lane:live:<queue>/<type>     zset  a named queue's pending and active jobs of a type,
+                                            score = created_at (list_jobs(queue=) pages it)
+    {ns}:lane:<state>:<queue>/<type>  zset  its completed, failed or cancelled ones, likewise
+                                            (queue_stats counts them; pruned with the state
+                                            indexes). The default queue has no lane index.
     {ns}:signal:<type>   list    wake-up signals for idle runners of a type (trimmed, short TTL)
     {ns}:key:<key>       string  idempotency key -> id of the job holding it
     {ns}:completed       zset    completed jobs, score = end of retention (epoch ms)
@@ -114,6 +119,10 @@ class Keys:
         if queue == DEFAULT_QUEUE:
             return self.prefix + "leased:" + job_type
         return self.prefix + "qleased:" + queue + "/" + job_type
+
+    def lane(self, what: str, queue: str, job_type: str) -> str:
+        """A named queue's lane index: ``what`` is 'live' or a finished state."""
+        return self.prefix + "lane:" + what + ":" + queue + "/" + job_type
 
     def signal(self, job_type: str) -> str:
         return self.prefix + "signal:" + job_type
