@@ -24,7 +24,8 @@ __all__ = ["QueueInfo", "list_queues", "pause_queue", "resume_queue"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueInfo:
     """A named queue as ``JobQueue.list_queues`` reports it: paused or not, and its jobs by
-    state (``failed`` None where the store does not count finished jobs per queue)."""
+    state (``failed`` is counted by every built-in driver; None only from a third-party driver
+    that does not count finished jobs per queue)."""
 
     name: str
     paused: bool

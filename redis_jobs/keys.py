@@ -9,6 +9,11 @@
     {ns}:qleased:<queue>/<type>  zset  (a queue name holds no '/')
     {ns}:paused          set     the paused named queues (runners leave them out of claims)
     {ns}:types:lanes     set     '<queue>/<type>' of every named queue's jobs (stats walks it)
+    {ns}:lane:live:<queue>/<type>     zset  a named queue's pending and active jobs of a type,
+                                            score = created_at (list_jobs(queue=) pages it)
+    {ns}:lane:<state>:<queue>/<type>  zset  its completed, failed or cancelled ones, likewise
+                                            (queue_stats counts them; pruned with the state
+                                            indexes). The default queue has no lane index.
     {ns}:signal:<type>   list    wake-up signals for idle runners of a type (trimmed, short TTL)
     {ns}:key:<key>       string  idempotency key -> id of the job holding it
     {ns}:completed       zset    completed jobs, score = end of retention (epoch ms)
@@ -24,6 +29,11 @@
     {ns}:counts:<minute> hash    ["type", "outcome", "count"|"duration_ms"|bucket] -> number
     {ns}:workflow:<id>   hash    a workflow's job ids in order, how many are open, what its
                                  settles need (see the workflow helpers in lua/common.lua)
+    {ns}:limit:held:<key>    hash  a fleet limit's holders: job id -> the leased zset and lease
+                                   token of the claim that took it (``type:<t>``/``queue:<q>``
+                                   keys of ``jobs.spi.limits``; pruned by claims, expires)
+    {ns}:limit:starts:<key>  zset  a fleet limit's claims: lease token, score = claimed at
+                                   (trimmed to its window by claims, expires)
 
 States never hold ':', so ``state:<state>`` and ``state:<state>:<type>`` cannot collide.
 
@@ -110,6 +120,10 @@ class Keys:
             return self.prefix + "leased:" + job_type
         return self.prefix + "qleased:" + queue + "/" + job_type
 
+    def lane(self, what: str, queue: str, job_type: str) -> str:
+        """A named queue's lane index: ``what`` is 'live' or a finished state."""
+        return self.prefix + "lane:" + what + ":" + queue + "/" + job_type
+
     def signal(self, job_type: str) -> str:
         return self.prefix + "signal:" + job_type
 
@@ -118,6 +132,14 @@ class Keys:
 
     def index(self, key: str) -> str:
         return self.index_prefix + key
+
+    def limit_held(self, limit_key: str) -> str:
+        """The holders counted by a fleet limit (``jobs.spi.limits.type_key``/``queue_key``)."""
+        return self.prefix + "limit:held:" + limit_key
+
+    def limit_starts(self, limit_key: str) -> str:
+        """The claims a fleet limit's rate counts."""
+        return self.prefix + "limit:starts:" + limit_key
 
     def finished(self, state: str) -> str:
         return {"completed": self.completed, "cancelled": self.cancelled}.get(state, self.failed)
