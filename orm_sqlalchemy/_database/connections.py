@@ -292,11 +292,10 @@ class PostgresBackend:
     async def _failed(self, held: _Held, exc: Exception) -> Exception:
         """``exc`` raised by a statement on ``held``: the connection back to the pool, or
         invalidated if it broke; the error to raise in its place."""
+        lost = held.broke()  # read before the check-in, which lets go of the connection
         if isinstance(exc, pg.PostgresError):  # the server refused it; the connection is fine
             await self._checkin(held)
-            lost = held.broke()
         else:
-            lost = held.broke()
             await self._discard(held)
         if lost and not is_value_error(exc):  # a refused argument may close it: not a loss
             return StoreUnavailableError(f"{self._name} lost its database connection: {exc}")
