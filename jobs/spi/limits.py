@@ -7,7 +7,7 @@ without limits is the plain one. A store given limits counts, per limit *key* (`
 ``queue_key``), the claims it made under that key: as *held* while the job still holds the lease
 that claim gave it (active, the lease not expired), and as *started* while the claim is younger
 than the limit's ``per_ms``. Counting, choosing and recording are one atomic step with the claim
-(one script; one transaction under a lock per key, taken in ``LimitedClaim.keys`` order), so two
+(one script; one transaction under a lock per key, taken in ``ClaimLimits.keys`` order), so two
 runners never both take the last place. A job a limit holds back is not claimed: no attempt, no
 stall, its order kept.
 
