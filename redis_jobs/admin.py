@@ -27,13 +27,11 @@ async def delete_namespace(client: RedisClient, namespace: str) -> int:
     """
     if isinstance(client, RedisCluster):
         await client.nodes_manager.initialize()
-    names = Keys(namespace)
+    keys = [key async for key in client.scan_iter(match=Keys(namespace).namespace_pattern)]
     deleted = 0
-    for pattern in (names.pattern, names.spaces_pattern):
-        keys = [key async for key in client.scan_iter(match=pattern)]
-        for start in range(0, len(keys), DELETE_CHUNK):
-            # a Cluster client splits a chunk by slot (each queue's space is one of its own)
-            deleted += await client.delete(*keys[start : start + DELETE_CHUNK])
+    for start in range(0, len(keys), DELETE_CHUNK):
+        # a Cluster client splits a chunk by slot (each queue's space is a slot of its own)
+        deleted += await client.delete(*keys[start : start + DELETE_CHUNK])
     return deleted
 
 

@@ -154,9 +154,10 @@ class Keys:
         return escape_glob(self.prefix) + "*"
 
     @property
-    def spaces_pattern(self) -> str:
-        """A SCAN MATCH pattern for every key of the namespace's named queues' spaces."""
-        return escape_glob("{" + self.namespace + SPACE_MARK) + "*"
+    def namespace_pattern(self) -> str:
+        """A SCAN MATCH pattern for every key of the namespace, its queues' spaces included
+        (``{ns}:...`` and ``{ns|<queue>}:...``), and no other namespace's."""
+        return escape_glob("{" + self.namespace) + "[}" + SPACE_MARK + "]*"
 
     def of_queue(self, queue: str) -> Keys:
         """The keys of ``queue``'s space in this namespace."""

@@ -48,7 +48,8 @@ def unique_namespace(label: str = "test") -> str:
 
 
 async def namespace_keys(client: Redis, namespace: str) -> list[bytes]:
-    return sorted([key async for key in client.scan_iter(match=Keys(namespace).pattern)])
+    pattern = Keys(namespace).namespace_pattern  # its queues' spaces included
+    return sorted([key async for key in client.scan_iter(match=pattern)])
 
 
 Snapshot = dict[bytes, tuple[bytes | None, bool]]

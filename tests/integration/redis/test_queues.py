@@ -1,14 +1,15 @@
 """Named queues on Redis beyond the conformance suite: where a job of a named queue sits (its
-lane's zsets), what a record of the default queue holds (no 'queue' field: records stored
-before named queues read as "default"), a workflow whose jobs name different queues (every key
-in the namespace's one slot: allowed, each job released into its own queue), the lease token
-naming the lane."""
+lane's zsets, in the queue's own space ``{ns|queue}``), what a record of the default queue holds
+(no 'queue' field: records stored before named queues read as "default"), a workflow whose jobs
+name different queues (refused: each queue is a slot of its own), the lease token naming the
+lane. ``test_queue_slots`` shows the spaces on a Cluster's masters."""
 
 from __future__ import annotations
 
 import pytest
 from redis.asyncio import Redis
 
+from jobs.errors import DriverError
 from jobs.spi import WorkflowJob
 from jobs.testing import new_request
 
@@ -23,18 +24,23 @@ async def test_a_named_queues_job_sits_in_its_lane_and_a_default_one_as_before(
     harness: RedisHarness, admin: Redis
 ) -> None:
     driver = harness.redis_driver()
-    keys = driver.keys
+    keys = driver.keys.of_queue("emails")
     mailed = await driver.enqueue(new_request(queue="emails"))
     plain = await driver.enqueue(new_request())
     assert mailed is not None
     assert plain is not None
     assert await admin.zscore(keys.ready("t", "emails"), mailed) is not None
-    assert await admin.zscore(keys.ready("t"), mailed) is None
-    assert await admin.zscore(keys.ready("t"), plain) is not None
-    assert keys.ready("t", "emails").endswith(":qready:emails/t")
+    home = driver.keys
+    assert keys.prefix == "{" + driver.namespace + "|emails}:"
+    assert await admin.zscore(home.ready("t", "emails"), mailed) is None
+    assert await admin.zscore(home.ready("t"), mailed) is None
+    assert await admin.zscore(home.ready("t"), plain) is not None
+    assert keys.ready("t", "emails").endswith("|emails}:qready:emails/t")
     assert await admin.hget(keys.job(mailed), "queue") == b"emails"
-    assert b"queue" not in await admin.hkeys(keys.job(plain))
+    assert not await admin.exists(home.job(mailed))
+    assert b"queue" not in await admin.hkeys(home.job(plain))
     assert await admin.smembers(keys.types + ":lanes") == {b"emails/t"}
+    assert await admin.smembers(home.queues) == {b"emails"}
     [held] = await driver.claim(5, LEASE_MS, ["t"], "emails")
     assert await admin.zscore(keys.leased("t", "emails"), mailed) is not None
     assert await driver.heartbeat(mailed, held.lease_token, LEASE_MS)
@@ -54,21 +60,32 @@ async def test_a_token_of_one_queue_does_not_settle_the_job_in_another(
     assert await driver.complete(job_id, held.lease_token)
 
 
-async def test_a_workflow_across_queues_releases_each_job_into_its_own_queue(
-    harness: RedisHarness,
+async def test_a_workflow_across_queues_is_refused_before_any_write(
+    harness: RedisHarness, admin: Redis
 ) -> None:
     driver = harness.redis_driver()
     parent = new_request(queue="exports")
     child = new_request(queue="emails")
+    with pytest.raises(DriverError, match="must all be in one queue on Redis"):
+        await driver.enqueue_workflow(
+            "wf", [WorkflowJob(request=parent), WorkflowJob(request=child, depends_on=(parent.id,))]
+        )
+    assert sum((await driver.counts()).values()) == 0
+    assert await admin.smembers(driver.keys.queues) == set()
+
+
+async def test_a_workflow_in_one_named_queue_lives_in_its_space(harness: RedisHarness) -> None:
+    driver = harness.redis_driver()
+    parent = new_request(queue="emails")
+    child = new_request(queue="emails")
     await driver.enqueue_workflow(
         "wf", [WorkflowJob(request=parent), WorkflowJob(request=child, depends_on=(parent.id,))]
     )
-    assert await driver.claim(5, LEASE_MS, ["t"], "emails") == []
-    [held] = await driver.claim(5, LEASE_MS, ["t"], "exports")
+    assert [job.id for job in await driver.workflow_jobs("wf")] == [parent.id, child.id]
+    assert await driver.claim(5, LEASE_MS, ["t"]) == []
+    [held] = await driver.claim(5, LEASE_MS, ["t"], "emails")
     assert held.id == parent.id
     assert await driver.complete(parent.id, held.lease_token)
-    assert await driver.claim(5, LEASE_MS, ["t"], "exports") == []
-    assert await driver.claim(5, LEASE_MS, ["t"]) == []
     [released] = await driver.claim(5, LEASE_MS, ["t"], "emails")
     assert released.id == child.id
     info = await driver.get_job(child.id)
