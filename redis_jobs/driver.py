@@ -42,8 +42,10 @@ one round trip: their scripts take batches of jobs (``ScriptRunner.per_job``), a
 still checked and written on its own and gets its own result.
 
 Topologies: the client may be a ``Redis``, a Sentinel ``master_for(...)`` client or a
-``RedisCluster`` (see ``topology``); every key a script is given is under the namespace's hash
-tag, so one namespace lives in one Cluster slot and each script runs on the slot's master.
+``RedisCluster`` (see ``topology``); every key a script is given is under one queue's hash tag
+(the default queue's ``{ns}``, a named queue's ``{ns|queue}``: ``keys``), so one queue lives in
+one Cluster slot and each script runs on the slot's master; a named queue's calls go to a
+driver of its space (``spaces``), which this driver makes and routes to.
 Keys a script finds while it runs (the records of claimed jobs, a key index) are spelled from a
 prefix it is given in KEYS, under the same tag, so they are in the same slot. After a failover
 the client reaches the new primary (Cluster: MOVED and a slot-map refresh; Sentinel: a fresh

@@ -59,6 +59,7 @@ from jobs.spi.support import (
 
 from .errors import translate_errors
 from .keys import Keys
+from .workflows import check_workflow
 
 if TYPE_CHECKING:
     from .driver import RedisJobDriver
@@ -172,8 +173,7 @@ class QueueSpaces:
             await home(workflow_id, jobs)
             return
         [queue] = queues
-        for job in jobs:
-            check_request(job.request)
+        check_workflow(workflow_id, jobs)  # before the queues set is written
         await self.register(queue)
         await self.of(queue).enqueue_workflow(workflow_id, jobs)
 
