@@ -12,8 +12,10 @@ from redis.asyncio import Redis
 from jobs.errors import DriverError
 from jobs.spi import WorkflowJob
 from jobs.testing import new_request
+from redis_jobs import Keys, delete_namespace
+from redis_jobs.admin import list_namespaces
 
-from .harness import RedisHarness
+from .harness import RedisHarness, namespace_keys
 
 pytestmark = pytest.mark.redis
 
@@ -91,3 +93,24 @@ async def test_a_workflow_in_one_named_queue_lives_in_its_space(harness: RedisHa
     info = await driver.get_job(child.id)
     assert info is not None
     assert info.queue == "emails"
+
+
+async def test_a_namespace_holding_only_named_queues_is_listed_and_deleted_whole(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    namespace = driver.namespace
+    assert await driver.enqueue(new_request(queue="emails")) is not None
+    assert await driver.enqueue(new_request(queue="a:b")) is not None
+    assert not await admin.exists(driver.keys.types)  # nothing in the default queue's space
+    assert namespace in await list_namespaces(admin, limit=10_000)
+    assert not any("|" in name for name in await list_namespaces(admin, limit=10_000))
+    assert len(await namespace_keys(admin, namespace)) > 0
+    assert await delete_namespace(admin, namespace) > 0
+    assert await namespace_keys(admin, namespace) == []
+
+
+@pytest.mark.parametrize("namespace", ["a|b", "{a}", "a}"])
+def test_a_namespace_may_not_hold_the_queue_space_mark_or_braces(namespace: str) -> None:
+    with pytest.raises(ValueError, match="may not contain"):
+        Keys(namespace)
