@@ -6,6 +6,8 @@ lane. ``test_queue_slots`` shows the spaces on a Cluster's masters."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from redis.asyncio import Redis
 
@@ -114,3 +116,55 @@ async def test_a_namespace_holding_only_named_queues_is_listed_and_deleted_whole
 def test_a_namespace_may_not_hold_the_queue_space_mark_or_braces(namespace: str) -> None:
     with pytest.raises(ValueError, match="may not contain"):
         Keys(namespace)
+
+
+async def test_listing_counts_and_look_ups_span_the_queues_spaces(harness: RedisHarness) -> None:
+    driver = harness.redis_driver()  # the harness clock: every job has one created_at
+    ids = [
+        await driver.enqueue(new_request(queue=queue, key=f"{queue}{n}"))
+        for queue in ("default", "emails", "a:b")
+        for n in range(5)
+    ]
+    pages, cursor = [], None
+    while True:
+        page = await driver.list_jobs(limit=4, cursor=cursor)
+        pages.append([job.id for job in page.jobs])
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert [len(page) for page in pages] == [4, 4, 4, 3]
+    assert [job_id for page in pages for job_id in page] == sorted(ids, reverse=True)
+    assert (await driver.counts())["pending"] == 15
+    assert (await driver.stats())["t"].due == 15
+    assert {q: row.due for q, row in (await driver.queue_stats()).items()} == {
+        "default": 5,
+        "emails": 5,
+        "a:b": 5,
+    }
+    found = await driver.find_job("emails3")
+    assert found is not None
+    assert found.id == ids[8]
+    assert await driver.find_job("nothing") is None
+    assert await driver.cancel(ids[12])
+    assert not await driver.cancel(ids[12])
+    assert await driver.requeue(ids[12])
+    assert await driver.delete(ids[13])
+    assert await driver.get_job(ids[13]) is None
+    assert await driver.purge(["pending"], older_than_ms=None) == 14
+    assert sum((await driver.counts()).values()) == 0
+
+
+async def test_a_wait_over_two_queues_ends_at_an_enqueue_into_either(
+    harness: RedisHarness,
+) -> None:
+    driver = harness.redis_driver(clock=None)
+    for queue in ("emails", "default"):
+        waiting = asyncio.ensure_future(driver.wait_for_work(["t"], 5_000, ("default", "emails")))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        started = asyncio.get_running_loop().time()
+        await driver.enqueue(new_request(queue=queue))
+        await asyncio.wait_for(waiting, 2)
+        assert asyncio.get_running_loop().time() - started < 2
+        [held] = await driver.claim(1, LEASE_MS, ["t"], queue)
+        assert await driver.complete(held.id, held.lease_token)
