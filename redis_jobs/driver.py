@@ -162,7 +162,7 @@ class RedisJobDriver:
         self._workflows = RedisWorkflows(
             keys=self._keys, scripts=self._scripts, now=self._now, text=self._text
         )
-        self._spaces: QueueSpaces | None = None
+        self._spaces: QueueSpaces[RedisJobDriver] | None = None
         if _queue == DEFAULT_QUEUE:
             self._spaces = QueueSpaces(
                 client=client,

@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import heapq
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from jobs.errors import DriverError
 from jobs.spi import (
@@ -61,10 +61,42 @@ from .errors import translate_errors
 from .keys import Keys
 from .workflows import check_workflow
 
-if TYPE_CHECKING:
-    from .driver import RedisJobDriver
-
 T = TypeVar("T")
+
+
+class Space(Protocol):
+    """What ``QueueSpaces`` calls of a queue's space (a ``RedisJobDriver``)."""
+
+    async def enqueue(self, job: JobRequest) -> str | None: ...
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest]) -> list[str | None]: ...
+
+    async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None: ...
+
+    async def counts(self) -> JobStateCounts: ...
+
+    async def stats(self) -> dict[str, JobTypeStats]: ...
+
+    async def queue_stats(self) -> dict[str, QueueStats]: ...
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        queue: str | None = None,
+    ) -> JobPage: ...
+
+    async def wait_for_work(
+        self, types: Collection[str], timeout_ms: int, queues: Collection[str] = ...
+    ) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+D = TypeVar("D", bound=Space)
 
 CROSS_QUEUE_WORKFLOW = (
     "a workflow's jobs must all be in one queue on Redis (each queue is a hash slot of its "
@@ -73,7 +105,7 @@ CROSS_QUEUE_WORKFLOW = (
 )
 
 
-class QueueSpaces:
+class QueueSpaces(Generic[D]):
     """The named queues' spaces of one namespace, for the namespace's ``RedisJobDriver``.
 
     ``make(queue)`` makes the driver of a queue's space; ``text`` decodes a reply value.
@@ -86,17 +118,17 @@ class QueueSpaces:
         *,
         client: Any,
         keys: Keys,
-        make: Callable[[str], RedisJobDriver],
+        make: Callable[[str], D],
         text: Callable[[Any], str],
     ) -> None:
         self._client = client
         self._keys = keys
         self._make = make
         self._text = text
-        self._spaces: dict[str, RedisJobDriver] = {}
+        self._spaces: dict[str, D] = {}
         self._registered: set[str] = set()
 
-    def of(self, queue: str) -> RedisJobDriver:
+    def of(self, queue: str) -> D:
         """The driver of ``queue``'s space (a named queue), made on first use."""
         space = self._spaces.get(queue)
         if space is None:
@@ -112,7 +144,7 @@ class QueueSpaces:
             await self._client.sadd(self._keys.queues, queue)
         self._registered.add(queue)
 
-    async def known(self) -> list[RedisJobDriver]:
+    async def known(self) -> list[D]:
         """The drivers of every named queue's space in use (read from ``{ns}:queues``)."""
         with translate_errors():
             names = await self._client.smembers(self._keys.queues)
@@ -179,9 +211,7 @@ class QueueSpaces:
 
     # -- every space at once ---------------------------------------------------------------------
 
-    async def each(
-        self, home: Awaitable[T], call: Callable[[RedisJobDriver], Awaitable[T]]
-    ) -> list[T]:
+    async def each(self, home: Awaitable[T], call: Callable[[D], Awaitable[T]]) -> list[T]:
         """``home`` (the default space's answer) and ``call`` of every named queue's space, all
         at once; their answers, the default space's first."""
 
@@ -192,7 +222,7 @@ class QueueSpaces:
         return [first, *rest]
 
     async def first(
-        self, home: Awaitable[T | None], call: Callable[[RedisJobDriver], Awaitable[T | None]]
+        self, home: Awaitable[T | None], call: Callable[[D], Awaitable[T | None]]
     ) -> T | None:
         """The first answer of ``each`` that is not None (or empty)."""
         for answer in await self.each(home, call):
@@ -200,15 +230,11 @@ class QueueSpaces:
                 return answer
         return None
 
-    async def any(
-        self, home: Awaitable[bool], call: Callable[[RedisJobDriver], Awaitable[bool]]
-    ) -> bool:
+    async def any(self, home: Awaitable[bool], call: Callable[[D], Awaitable[bool]]) -> bool:
         """Whether ``call`` changed something in a space (at most one holds the job)."""
         return any(await self.each(home, call))
 
-    async def total(
-        self, home: Awaitable[int], call: Callable[[RedisJobDriver], Awaitable[int]]
-    ) -> int:
+    async def total(self, home: Awaitable[int], call: Callable[[D], Awaitable[int]]) -> int:
         """The sum of ``call``'s answers in every space."""
         return sum(await self.each(home, call))
 
