@@ -76,6 +76,11 @@ async def blocked_in_blpop(client: Redis, name: str) -> int:
 class RedisHarness:
     """Drivers on one fresh namespace, each on its own client; cleans up at ``cleanup()``."""
 
+    keys_per_queue = True
+    """Each queue is a hash slot of its own (``redis_jobs.spaces``): a key is unique per queue."""
+    workflows_in_one_queue = True
+    """A workflow is stored by one script, in one slot: its jobs are all in one queue."""
+
     def __init__(self, namespace: str | None = None, *, connect: Connect = shared_server) -> None:
         self.connect = connect
         self.clock = ManualClock()
