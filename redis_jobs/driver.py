@@ -70,6 +70,8 @@ import os
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from redis.asyncio import RedisCluster
+
 from jobs.errors import DriverError
 from jobs.spi import (
     DEFAULT_MAX_STALLS,
@@ -178,6 +180,9 @@ class RedisJobDriver:
                     _queue=queue,
                 ),
                 text=self._text,
+                replicas=replicas,
+                replica_timeout_ms=replica_timeout_ms,
+                home_node=self._home_node,
             )
         self._closing = asyncio.Event()
         self._closed = False
@@ -698,6 +703,12 @@ class RedisJobDriver:
     async def _check_memory_policy(self) -> None:
         if not await check_memory_policy(self._topology):
             self._policy_check = None  # unreachable now: ask again on a later call
+
+    async def _home_node(self) -> dict[str, Any]:
+        """How to aim a keyless command at the namespace's node (a Cluster: its slot's master)."""
+        if isinstance(self._client, RedisCluster):
+            return {"target_nodes": await self._topology.slot_node()}
+        return {}
 
     def _now(self) -> str:
         return "" if self._clock is None else str(self._clock.now_ms())

@@ -57,7 +57,7 @@ from jobs.spi.support import (
     to_epoch_ms,
 )
 
-from .errors import translate_errors
+from .errors import ReplicationTimeoutError, translate_errors
 from .keys import Keys
 from .workflows import check_workflow
 
@@ -111,7 +111,17 @@ class QueueSpaces(Generic[D]):
     ``make(queue)`` makes the driver of a queue's space; ``text`` decodes a reply value.
     """
 
-    __slots__ = ("_client", "_keys", "_make", "_registered", "_spaces", "_text")
+    __slots__ = (
+        "_client",
+        "_home_node",
+        "_keys",
+        "_make",
+        "_registered",
+        "_replica_timeout_ms",
+        "_replicas",
+        "_spaces",
+        "_text",
+    )
 
     def __init__(
         self,
@@ -120,11 +130,18 @@ class QueueSpaces(Generic[D]):
         keys: Keys,
         make: Callable[[str], D],
         text: Callable[[Any], str],
+        replicas: int = 0,
+        replica_timeout_ms: int = 1_000,
+        home_node: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
         self._make = make
         self._text = text
+        self._replicas = replicas
+        self._replica_timeout_ms = replica_timeout_ms
+        self._home_node = home_node
+        """How to aim a keyless WAIT at the namespace's node (a Cluster: its slot's master)."""
         self._spaces: dict[str, D] = {}
         self._registered: set[str] = set()
 
@@ -137,12 +154,31 @@ class QueueSpaces(Generic[D]):
 
     async def register(self, queue: str) -> None:
         """Add ``queue`` to the namespace's queues set (once per driver), before its first job
-        is stored: a look-up by id then never misses a stored job's space."""
+        is stored: a look-up by id then never misses a stored job's space. With ``replicas``
+        the add is confirmed by WAIT as an enqueue is (else ReplicationTimeoutError, and the
+        job is not stored): a failover cannot keep the job and lose its queue's name."""
         if queue in self._registered:
             return
         with translate_errors():
-            await self._client.sadd(self._keys.queues, queue)
+            if self._replicas:
+                await self._register_durably(queue)
+            else:
+                await self._client.sadd(self._keys.queues, queue)
         self._registered.add(queue)
+
+    async def _register_durably(self, queue: str) -> None:
+        options = await self._home_node() if self._home_node is not None else {}
+        pipe = self._client.pipeline(transaction=False)  # one connection: WAIT confirms SADD
+        pipe.sadd(self._keys.queues, queue)
+        pipe.execute_command("WAIT", self._replicas, self._replica_timeout_ms, **options)
+        _, confirmed = await pipe.execute()
+        if int(confirmed) < self._replicas:
+            raise ReplicationTimeoutError(
+                f"Redis did not confirm the queue {queue!r} in the namespace's queues set on "
+                f"{self._replicas} replica(s) within {self._replica_timeout_ms} ms "
+                f"({int(confirmed)} of {self._replicas} replicas confirmed it); its job was not "
+                "stored"
+            )
 
     async def known(self) -> list[D]:
         """The drivers of every named queue's space in use (read from ``{ns}:queues``)."""

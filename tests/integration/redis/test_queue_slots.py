@@ -217,3 +217,22 @@ async def test_a_workflow_spanning_queues_is_refused_on_redis_naming_the_fix(
     assert await driver.complete(parent.id, held.lease_token)
     [released] = await driver.claim(5, LEASE_MS, ["t"], first)
     assert released.id == same.id
+
+
+async def test_with_replicas_named_queues_are_confirmed_on_their_masters_replicas(
+    cluster: PrivateCluster, namespace: str
+) -> None:
+    first, second = queues_on_two_masters(cluster, namespace)
+    client = RedisCluster.from_url(cluster.url)
+    driver = RedisJobDriver(client, namespace=namespace, replicas=1)
+    try:
+        ids = [await driver.enqueue(new_request(queue=queue)) for queue in (first, second)]
+        for job_id, queue in zip(ids, (first, second), strict=True):
+            info = await driver.get_job(job_id or "")
+            assert info is not None
+            assert info.queue == queue
+            [held] = await driver.claim(1, LEASE_MS, ["t"], queue)
+            assert await driver.complete(held.id, held.lease_token)
+    finally:
+        await driver.close()
+        await client.aclose()

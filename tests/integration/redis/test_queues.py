@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from jobs.errors import DriverError
 from jobs.spi import WorkflowJob
 from jobs.testing import new_request
-from redis_jobs import Keys, delete_namespace
+from redis_jobs import Keys, RedisJobDriver, ReplicationTimeoutError, delete_namespace
 from redis_jobs.admin import list_namespaces
 
 from .harness import RedisHarness, namespace_keys
@@ -168,3 +168,19 @@ async def test_a_wait_over_two_queues_ends_at_an_enqueue_into_either(
         assert asyncio.get_running_loop().time() - started < 2
         [held] = await driver.claim(1, LEASE_MS, ["t"], queue)
         assert await driver.complete(held.id, held.lease_token)
+
+
+async def test_with_replicas_a_queue_unconfirmed_in_the_queues_set_stores_no_job(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    if (await admin.info("replication")).get("connected_slaves", 0):
+        pytest.skip("the shared server has replicas: the WAIT would be confirmed")
+    driver = RedisJobDriver(
+        harness.client(), namespace=harness.namespace, replicas=1, replica_timeout_ms=50
+    )
+    try:
+        with pytest.raises(ReplicationTimeoutError, match="queues set"):
+            await driver.enqueue(new_request(queue="emails"))
+        assert await admin.zcard(driver.keys.of_queue("emails").ready("t", "emails")) == 0
+    finally:
+        await driver.close()
