@@ -1,5 +1,8 @@
-"""Claim cost with priorities (issue 30): ``claim(10)`` among 100,000 due pending jobs, all of
-priority 0 (today's plain claim) against the same backlog spread over 5 priorities.
+"""Claim cost with priorities and limits (issue 30): ``claim(10)`` among 100,000 due pending
+jobs, all of priority 0 (today's plain claim) against the same backlog spread over 5
+priorities, and against the plain backlog claimed under fleet-wide limits (``LIMITS``: a
+global concurrency and a rate, both too large to hold a job back, so the figure is what
+counting, choosing and recording under them costs a claim).
 
 Each claimed batch is completed (untimed) before the next claim, so the backlog shrinks by 10
 a claim and the active set stays small. The claim must stay index-backed: its cost flat in the
@@ -13,11 +16,12 @@ import time
 import uuid
 
 from jobs import JobDriver
-from jobs.spi import JobRequest
+from jobs.spi import ClaimLimits, FleetLimit, JobRequest
 
 BATCH = 1_000
 CLAIM = 10
 PRIORITIES = (-2, -1, 0, 1, 2)
+LIMITS = ClaimLimits(types={"bench.claim": FleetLimit(concurrency=10_000, rate=1_000_000)})
 
 
 async def fill(driver: JobDriver, total: int, priorities: tuple[int, ...]) -> None:
@@ -36,13 +40,18 @@ async def fill(driver: JobDriver, total: int, priorities: tuple[int, ...]) -> No
         await driver.enqueue_many(batch)
 
 
-async def claim_times(driver: JobDriver, claims: int) -> list[float]:
+async def claim_times(
+    driver: JobDriver, claims: int, limits: ClaimLimits | None = None
+) -> list[float]:
     """Milliseconds of each of ``claims`` claims of ``CLAIM`` jobs (the first 20 untimed:
-    statements prepared on the pooled connections)."""
+    statements prepared on the pooled connections), under ``limits`` if given."""
     times = []
     for index in range(claims + 20):
         started = time.perf_counter()
-        claimed = await driver.claim(CLAIM, 60_000, ["bench.claim"])
+        if limits is None:
+            claimed = await driver.claim(CLAIM, 60_000, ["bench.claim"])
+        else:
+            claimed = await driver.claim(CLAIM, 60_000, ["bench.claim"], limits=limits)
         elapsed = (time.perf_counter() - started) * 1000
         assert len(claimed) == CLAIM, "the backlog ran out"
         await driver.complete_many([(job.id, job.lease_token) for job in claimed])
@@ -56,15 +65,23 @@ SMALL = 5_000
 
 
 async def claim_row(
-    plain: JobDriver, prioritized: JobDriver, small: JobDriver, total: int, claims: int = 300
-) -> tuple[float, float, float]:
+    plain: JobDriver,
+    prioritized: JobDriver,
+    small: JobDriver,
+    limited: JobDriver,
+    total: int,
+    claims: int = 300,
+) -> tuple[float, float, float, float]:
     """Median claim ms on a store of ``total`` plain jobs, on one of ``total`` jobs over
-    ``PRIORITIES``, and on one of ``SMALL`` jobs over ``PRIORITIES`` (flat: about the same)."""
+    ``PRIORITIES``, on one of ``SMALL`` jobs over ``PRIORITIES`` (flat: about the same), and
+    on one of ``total`` plain jobs claimed under ``LIMITS``."""
     await fill(plain, total, (0,))
     await fill(prioritized, total, PRIORITIES)
     await fill(small, SMALL, PRIORITIES)
+    await fill(limited, total, (0,))
     return (
         statistics.median(await claim_times(plain, claims)),
         statistics.median(await claim_times(prioritized, claims)),
         statistics.median(await claim_times(small, claims)),
+        statistics.median(await claim_times(limited, claims, LIMITS)),
     )

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from .context import JobContext
 from .definitions import JobDefinition, UsesJobDefinitions
 from .errors import DuplicateHandlerError, JobTypeError
+from .fleet_limits import fleet_limit
 from .options import (
     check_concurrency,
     check_max_attempts,
@@ -25,6 +26,7 @@ from .payload import MAX_TYPE_LENGTH, check_name
 from .retry import Backoff
 from .schedule import check_cron
 from .spi.inbox import JobInbox, SyncJobInbox
+from .spi.limits import FleetLimit
 
 if TYPE_CHECKING:
     from framework import ApplicationContext
@@ -58,6 +60,9 @@ class HandlerOptions:
     concurrency: int | None = None
     """At most this many attempts of the type at once in one runner (None: no limit of its
     own; the runner's ``concurrency`` bounds every type together)."""
+    fleet_limit: FleetLimit | None = None
+    """``global_concurrency`` and ``rate_limit``: the type's limits across every worker,
+    enforced by the store in its claim (None: none)."""
 
 
 class _TypedHandlerDecorator(Protocol[M]):
@@ -93,6 +98,8 @@ def job_handler(
     priority: int | None = None,
     concurrency: int | None = None,
     queue: str | None = None,
+    global_concurrency: int | None = None,
+    rate_limit: str | None = None,
 ) -> _TypedHandlerDecorator[M]: ...
 
 
@@ -110,6 +117,8 @@ def job_handler(
     priority: int | None = None,
     concurrency: int | None = None,
     queue: str | None = None,
+    global_concurrency: int | None = None,
+    rate_limit: str | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -126,6 +135,8 @@ def job_handler(
     priority: int | None = None,
     concurrency: int | None = None,
     queue: str | None = None,
+    global_concurrency: int | None = None,
+    rate_limit: str | None = None,
 ) -> Callable[[F], F] | _TypedHandlerDecorator[Any]:
     """Mark a bean method as the handler of a job type.
 
@@ -150,6 +161,10 @@ def job_handler(
     ``queue``: the named queue the type's jobs wait in unless an ``enqueue(..., queue=)`` names
     another (``check_queue``); only runners serving it claim them (a runner given no
     ``queues`` serves ``"default"`` and every queue its handlers name).
+    ``global_concurrency`` and ``rate_limit`` (``"10/s"``, ``"600/m"``, ``"5000/h"``) limit the
+    type across the whole fleet: at most that many of its jobs held at once by all workers
+    together, at most that many claims in any window. The store enforces them in its claim
+    (``jobs.spi.limits``); a job a limit holds back waits, pending, at no cost.
     """
     options = _options(
         type_or_definition,
@@ -163,6 +178,8 @@ def job_handler(
         priority,
         concurrency,
         queue,
+        global_concurrency,
+        rate_limit,
     )
 
     def decorate(method: F) -> F:
@@ -195,6 +212,8 @@ def _options(
     priority: int | None = None,
     concurrency: int | None = None,
     queue: str | None = None,
+    global_concurrency: object = None,
+    rate_limit: object = None,
 ) -> HandlerOptions:
     if isinstance(type_or_definition, JobDefinition):
         definition: JobDefinition[Any] | None = type_or_definition
@@ -215,6 +234,7 @@ def _options(
         concurrency = check_concurrency(concurrency, where)
     if queue is not None:
         queue = check_queue(queue, where)
+    fleet = fleet_limit(global_concurrency, rate_limit, where)
     if timezone is not None and cron is None:
         raise ValueError(f"handler {job_type!r} has a timezone but no cron schedule")
     if cron is not None:
@@ -238,6 +258,7 @@ def _options(
         priority=priority,
         concurrency=concurrency,
         queue=queue,
+        fleet_limit=fleet,
     )
 
 
@@ -322,6 +343,8 @@ class JobHandlerRegistry:
         priority: int | None = None,
         concurrency: int | None = None,
         queue: str | None = None,
+        global_concurrency: int | None = None,
+        rate_limit: str | None = None,
     ) -> RegisteredHandler:
         """Register a plain function (or bound method) as the handler of a job type."""
         options = _options(
@@ -336,6 +359,8 @@ class JobHandlerRegistry:
             priority,
             concurrency,
             queue,
+            global_concurrency,
+            rate_limit,
         )
         return self._add(options, function, getattr(function, "__qualname__", repr(function)))
 
@@ -372,6 +397,16 @@ class JobHandlerRegistry:
         what a runner given no ``queues`` serves besides ``"default"``."""
         named = {h.options.queue for h in self._handlers.values() if h.options.queue}
         return tuple(sorted(named))
+
+    @property
+    def fleet_limits(self) -> dict[str, FleetLimit]:
+        """Job type -> its handler's fleet-wide limits (``global_concurrency``, ``rate_limit``),
+        for the types that have them: what a runner passes to its claims."""
+        return {
+            job_type: handler.options.fleet_limit
+            for job_type, handler in self._handlers.items()
+            if handler.options.fleet_limit is not None
+        }
 
     @property
     def limits(self) -> dict[str, int]:
@@ -421,8 +456,10 @@ class JobHandlerRegistry:
         if existing is not None:
             raise DuplicateHandlerError(options.job_type, existing.source, source)
         is_async = calls_coroutine_function(function)
-        if options.inbox is not None and not is_async and not isinstance(
-            options.inbox, SyncJobInbox
+        if (
+            options.inbox is not None
+            and not is_async
+            and not isinstance(options.inbox, SyncJobInbox)
         ):
             raise TypeError(
                 f"the handler of {options.job_type!r} ({source}) is a def and its inbox "

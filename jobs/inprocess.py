@@ -26,10 +26,12 @@ from .clock import Clock, ManualClock, SystemClock
 from .counters import MemoryCounters
 from .errors import DriverError
 from .inprocess_index import JobIndex
+from .inprocess_limits import LimitLedger
 from .inprocess_record import JobRecord, job_info
 from .operations import decode_cursor, encode_cursor
 from .options import DEFAULT_QUEUE, check_workflow_jobs
 from .settings import Retention
+from .spi.limits import ClaimedJobs, ClaimLimits, plan_claim
 from .spi.records import (
     AuditPage,
     ClaimedJob,
@@ -78,6 +80,7 @@ class InProcessJobDriver:
         self._leased: dict[_Lane, list[_Entry]] = {}
         self._finished: list[_Entry] = []
         self._paused: set[str] = set()
+        self._limit_ledger = LimitLedger()
         self._workflows: dict[str, dict[str, None]] = {}
         """A workflow's id -> its jobs' ids still stored, in the order they were stored."""
         self._dependents: dict[str, list[str]] = {}
@@ -200,31 +203,95 @@ class InProcessJobDriver:
     # -- consumer ------------------------------------------------------------------------------
 
     async def claim(
-        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+        self,
+        limit: int,
+        lease_ms: int,
+        types: Collection[str],
+        queue: str = DEFAULT_QUEUE,
+        limits: ClaimLimits | None = None,
     ) -> list[ClaimedJob]:
         self._check_open()
         now = self._clock.now_ms()
         self._prune(now)
+        if limits is not None and limits.applies(types):
+            return self._claim_limited(limit, lease_ms, types, queue, limits, now)
         claimed: list[ClaimedJob] = []
         for job_type in types:
-            heap = self._leased.get((queue, job_type))
-            while heap and heap[0][0] <= now and len(claimed) < limit:
-                _, seq, job_id = heapq.heappop(heap)
-                record = self._jobs.get(job_id)
-                if record is None or record.seq != seq or record.state != "active":
-                    continue
-                record.stalls += 1
-                if record.stalls > record.max_stalls:
-                    error = stalled_error(record.stalls, record.max_stalls)
-                    self._finish(record, "failed", error, now)
-                    continue
-                claimed.append(self._lease(record, lease_ms, now, reclaimed=True))
+            while len(claimed) < limit:
+                job = self._reclaim(job_type, queue, lease_ms, now)
+                if job is None:
+                    break
+                claimed.append(job)
         while len(claimed) < limit:
             record = self._pop_due(types, queue, now)
             if record is None:
                 break
             claimed.append(self._lease(record, lease_ms, now, reclaimed=False))
         return claimed
+
+    def _reclaim(self, job_type: str, queue: str, lease_ms: int, now: int) -> ClaimedJob | None:
+        """Lease the job of the lane whose lease expired first (a stall), failing on the way
+        those past their ``max_stalls``; None when no lease of the lane has expired."""
+        heap = self._leased.get((queue, job_type))
+        while heap and heap[0][0] <= now:
+            _, seq, job_id = heapq.heappop(heap)
+            record = self._jobs.get(job_id)
+            if record is None or record.seq != seq or record.state != "active":
+                continue
+            record.stalls += 1
+            if record.stalls > record.max_stalls:
+                self._finish(record, "failed", stalled_error(record.stalls, record.max_stalls), now)
+                continue
+            return self._lease(record, lease_ms, now, reclaimed=True)
+        return None
+
+    def _claim_limited(
+        self,
+        limit: int,
+        lease_ms: int,
+        types: Collection[str],
+        queue: str,
+        limits: ClaimLimits,
+        now: int,
+    ) -> ClaimedJobs:
+        """The claim under fleet-wide limits (``jobs.spi.limits``): the plan's types, each
+        within its cap, walked in the plain claim's order (a type that reaches its cap leaves
+        the walk; its jobs keep their places)."""
+        holds = self._holds_lease
+        usage = {
+            key: self._limit_ledger.usage(key, fleet, now, holds)
+            for key, fleet in limits.keys(types, queue)
+        }
+        plan = plan_claim(limit, types, queue, limits, usage, now)
+        caps = dict(plan.caps)
+        open_types = list(plan.types)
+        claimed: list[ClaimedJob] = []
+        while len(claimed) < plan.limit and open_types:
+            job = next(
+                (j for t in open_types if (j := self._reclaim(t, queue, lease_ms, now))), None
+            )
+            if job is None:
+                record = self._pop_due(open_types, queue, now)
+                if record is None:
+                    break
+                job = self._lease(record, lease_ms, now, reclaimed=False)
+            claimed.append(job)
+            self._limit_ledger.record(plan.keys.get(job.type, ()), now, job.id, job.lease_token)
+            cap = caps.get(job.type)
+            if cap is not None:
+                caps[job.type] = cap - 1
+                if cap == 1:
+                    open_types.remove(job.type)
+        return plan.result(claimed)
+
+    def _holds_lease(self, job_id: str, token: str) -> bool:
+        record = self._jobs.get(job_id)
+        return (
+            record is not None
+            and record.state == "active"
+            and record.token == token
+            and record.lease_until > self._clock.now_ms()
+        )
 
     async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
         record = self._held(job_id, lease_token)

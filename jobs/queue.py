@@ -18,6 +18,7 @@ from . import operations as check
 from .audit import Actor
 from .definitions import JobDefinition
 from .errors import DriverError, JobOptionError
+from .fleet_limits import parse_queue_limits
 from .metrics import record_enqueued, record_enqueued_batch
 from .new_job import NewJob
 from .options import (
@@ -108,6 +109,7 @@ class JobQueue:
         settings = settings or JobsSettings()
         self._max_payload_bytes = settings.max_payload_bytes
         self._default_max_stalls = settings.max_stalls
+        self._queue_limits = parse_queue_limits(settings.queue_limits)
         self._registry = registry
 
     @property
@@ -589,9 +591,7 @@ class JobQueue:
         await audit.record(self._driver, actor, "delete", job_id, int(deleted))
         return deleted
 
-    async def outcome_counts(
-        self, *, since_ms: int, type: str | None = None
-    ) -> list[OutcomeCount]:
+    async def outcome_counts(self, *, since_ms: int, type: str | None = None) -> list[OutcomeCount]:
         """The per-minute outcome counters from ``since_ms`` (epoch ms) on: executions by type
         and outcome with their runtimes (``jobs.counters.summarize`` totals them). They outlive
         the jobs: a purge or retention does not change them.
@@ -645,8 +645,9 @@ class JobQueue:
         return await queue_control.resume_queue(self._driver, queue, actor)
 
     async def list_queues(self) -> list[QueueInfo]:
-        """The named queues: each queue with a live job, each paused one, and "default"."""
-        return await queue_control.list_queues(self._driver)
+        """The named queues: each queue with a live job, each paused one, each one with
+        limits (``JobsSettings.queue_limits``), and "default"."""
+        return await queue_control.list_queues(self._driver, self._queue_limits)
 
     async def workers(self) -> list[WorkerInfo]:
         """The worker processes seen within their last three heartbeat intervals."""

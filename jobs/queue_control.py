@@ -9,12 +9,14 @@ action.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import audit
 from .audit import Actor
 from .options import DEFAULT_QUEUE, check_queue
 from .spi.driver import QueueOperations, QueuePauses, WorkerRegistry
+from .spi.limits import FleetLimit
 
 __all__ = ["QueueInfo", "list_queues", "pause_queue", "resume_queue"]
 
@@ -22,7 +24,8 @@ __all__ = ["QueueInfo", "list_queues", "pause_queue", "resume_queue"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueInfo:
     """A named queue as ``JobQueue.list_queues`` reports it: paused or not, and its jobs by
-    state (``failed`` None where the store does not count finished jobs per queue)."""
+    state (``failed`` is counted by every built-in driver; None only from a third-party driver
+    that does not count finished jobs per queue)."""
 
     name: str
     paused: bool
@@ -32,6 +35,8 @@ class QueueInfo:
     failed: int | None = 0
     workers: int = 0
     """Live workers serving it (a worker that registered no queues serves "default")."""
+    limits: FleetLimit | None = None
+    """Its fleet-wide limits as this app's settings say (``JobsSettings.queue_limits``)."""
 
 
 def _pauses(driver: object) -> QueuePauses:
@@ -56,14 +61,17 @@ async def resume_queue(driver: object, queue: str, actor: Actor | None) -> bool:
     return changed
 
 
-async def list_queues(driver: object) -> list[QueueInfo]:
-    """Every queue holding a live job, every paused one, every one a live worker serves, and
-    ``"default"``, by name."""
+async def list_queues(
+    driver: object, limits: Mapping[str, FleetLimit] | None = None
+) -> list[QueueInfo]:
+    """Every queue holding a live job, every paused one, every one a live worker serves, every
+    one ``limits`` names, and ``"default"``, by name."""
+    limits = limits or {}
     stats = await driver.queue_stats() if isinstance(driver, QueueOperations) else {}
     paused = await driver.paused_queues() if isinstance(driver, QueuePauses) else set()
     live = await driver.list_workers() if isinstance(driver, WorkerRegistry) else []
     serving = [worker.queues or (DEFAULT_QUEUE,) for worker in live]
-    names = sorted({DEFAULT_QUEUE, *stats, *paused, *(q for qs in serving for q in qs)})
+    names = sorted({DEFAULT_QUEUE, *stats, *paused, *limits, *(q for qs in serving for q in qs)})
     queues = []
     for name in names:
         row = stats.get(name)
@@ -76,6 +84,7 @@ async def list_queues(driver: object) -> list[QueueInfo]:
                 active=row.active if row else 0,
                 failed=row.failed if row else 0,
                 workers=sum(name in queues for queues in serving),
+                limits=limits.get(name),
             )
         )
     return queues

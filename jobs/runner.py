@@ -39,6 +39,7 @@ from .counters import OutcomeTally
 from .errors import JobsError
 from .execution import Attempt, AttemptServices, Outcome
 from .failures import FailureStreak
+from .fleet_limits import parse_queue_limits
 from .handlers import JobHandlerRegistry
 from .leases import Lease, LeaseKeeper
 from .metrics import watch_queue
@@ -46,10 +47,12 @@ from .options import DEFAULT_QUEUE, QueueWeights, parse_queues
 from .presence import WorkerPresence, new_worker_id
 from .queue_order import ClaimOrder, served_queues
 from .retry import DEFAULT_BACKOFF, Backoff
+from .runner_limits import LIMIT_RECHECK_MS, RunnerLimits, held_of, merged
 from .service import BackgroundService
 from .settings import JobsSettings
 from .settling import STORE_BACKOFF, Settler
 from .spi.driver import ClockedDriver, JobDriver, ProgressReports, QueuePauses
+from .spi.limits import ClaimedJobs
 from .spi.records import ClaimedJob, WorkerRegistration
 
 CLAIM_LOOP = "claim"
@@ -79,6 +82,8 @@ class JobRunner(BackgroundService):
         if self._queues_given is not None:
             parse_queues(self._queues_given, "the runner")  # JobOptionError here, not at start
         self._claim_order: ClaimOrder | None = None
+        self._queue_limits = parse_queue_limits(self.settings.queue_limits)
+        self._limits = RunnerLimits({}, {})  # with the handlers' at the first claim
         self._pauses = driver if isinstance(driver, QueuePauses) else None
         self._pauses_next = 0.0  # when the paused queues are read next (monotonic)
         self._paused: frozenset[str] = frozenset()  # the queues it serves that are paused
@@ -214,8 +219,8 @@ class JobRunner(BackgroundService):
         if not self._begin_close():
             return
         await self._supervisor.close(CLAIM_LOOP)
-        deadline_ms = drain_timeout_ms if drain_timeout_ms is not None else (
-            self.settings.drain_timeout_ms
+        deadline_ms = (
+            drain_timeout_ms if drain_timeout_ms is not None else (self.settings.drain_timeout_ms)
         )
         loop = asyncio.get_running_loop()
         deadline = None if deadline_ms is None else loop.time() + deadline_ms / 1000
@@ -306,6 +311,7 @@ class JobRunner(BackgroundService):
             self._last_claim = now
             failures.succeeded()
             taken = len(jobs)
+            held = held_of(jobs)
             if room is not None:
                 jobs = await self._within_room(jobs, room)
             self.stats["claimed"] += len(jobs)
@@ -323,7 +329,11 @@ class JobRunner(BackgroundService):
                     await asyncio.sleep(0)
                 # At most a heartbeat interval: an idle runner still hears from its store.
                 timeout_ms = min(self.settings.poll_interval_ms, self.heartbeat_ms)
-                await self._wait(self._wait_for_work(types, timeout_ms))
+                await self._wait(
+                    self._wait_for_work(types, timeout_ms)
+                    if held is None
+                    else self._wait_past_limits(types, held, timeout_ms)
+                )
                 seen = self._launches  # those started before the wait ran long ago
 
     @property
@@ -341,16 +351,20 @@ class JobRunner(BackgroundService):
         order = self._claim_order
         if order is None:
             order = self._claim_order = ClaimOrder(self.queues)
+            self._limits = RunnerLimits(self.registry.fleet_limits, self._queue_limits)
         if self._pauses is not None and time.monotonic() >= self._pauses_next:
             return self._refresh_then_claim(free, types)
         if self._paused:  # a queue it serves is paused: claim the others
             return self._claim_queues(free, types)
         single = order.single
+        if single is None:
+            return self._claim_queues(free, types)
+        limits = self._limits.of(single, types) if self._limits else None
+        if limits is not None:
+            return self.driver.claim(free, self.lease_ms, types, single, limits=limits)
         if single == DEFAULT_QUEUE:  # as before named queues: a driver of then serves it
             return self.driver.claim(free, self.lease_ms, types)
-        if single is not None:
-            return self.driver.claim(free, self.lease_ms, types, queue=single)
-        return self._claim_queues(free, types)
+        return self.driver.claim(free, self.lease_ms, types, queue=single)
 
     async def _refresh_then_claim(self, free: int, types: Collection[str]) -> list[ClaimedJob]:
         await self._refresh_pauses()
@@ -365,20 +379,26 @@ class JobRunner(BackgroundService):
         self._paused = frozenset(paused) & frozenset(self.queues.names)
 
     async def _claim_queues(self, free: int, types: Collection[str]) -> list[ClaimedJob]:
-        jobs: list[ClaimedJob] = []
+        parts: list[list[ClaimedJob]] = []
+        taken = 0
         claim, lease_ms = self.driver.claim, self.lease_ms
         assert self._claim_order is not None
-        paused = self._paused
+        paused, limited = self._paused, self._limits
         for queue in self._claim_order.next():
             if queue in paused:
                 continue
-            if queue == DEFAULT_QUEUE:
-                jobs += await claim(free - len(jobs), lease_ms, types)
+            limits = limited.of(queue, types) if limited else None
+            if limits is not None:
+                part = await claim(free - taken, lease_ms, types, queue, limits=limits)
+            elif queue == DEFAULT_QUEUE:
+                part = await claim(free - taken, lease_ms, types)
             else:
-                jobs += await claim(free - len(jobs), lease_ms, types, queue=queue)
-            if len(jobs) >= free:
+                part = await claim(free - taken, lease_ms, types, queue=queue)
+            parts.append(part)
+            taken += len(part)
+            if taken >= free:
                 break
-        return jobs
+        return parts[0] if len(parts) == 1 else merged(parts)
 
     def _claimable(self) -> tuple[Collection[str], dict[str, int] | None]:
         """The types to claim, and the room left to each type with a concurrency of its own
@@ -396,6 +416,20 @@ class JobRunner(BackgroundService):
         if len(types) < len(self.registry.types):
             return self._work_or_limited_slot(types, timeout_ms)
         return self._driver_wait(types, timeout_ms)
+
+    def _wait_past_limits(
+        self, types: Collection[str], held: ClaimedJobs, timeout_ms: int
+    ) -> Awaitable[None]:
+        """The wait after a claim a full limit held jobs back from: for work of the types it
+        left alone, until the held limits may admit again (a rate window's turn, or
+        ``LIMIT_RECHECK_MS`` for a full concurrency), so a runner neither spins on jobs it may
+        not take nor sleeps past their turn."""
+        recheck = held.retry_ms if held.retry_ms is not None else LIMIT_RECHECK_MS
+        timeout_ms = max(1, min(timeout_ms, recheck))
+        left = [job_type for job_type in types if job_type not in held.held]
+        if not left:
+            return asyncio.sleep(timeout_ms / 1000)
+        return self._driver_wait(left, timeout_ms)
 
     def _driver_wait(self, types: Collection[str], timeout_ms: int) -> Awaitable[None]:
         """The driver's ``wait_for_work`` for this runner's queues (without ``queues`` when

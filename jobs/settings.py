@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .fleet_limits import parse_queue_limits
 from .options import QueueWeights, check_max_stalls, parse_queues
 from .results import DEFAULT_MAX_RESULT_BYTES
 from .spi.records import DEFAULT_MAX_STALLS
@@ -82,6 +84,11 @@ class JobsSettings:
     queues its handlers name (``@job_handler(queue=...)`` or their definitions), in strict
     order, so a worker configured before named queues existed claims what it claimed then.
     Given, only those (a handler's queue left out is not served by this runner).
+    ``queue_limits``: fleet-wide limits per queue, every type of the queue counted together,
+    e.g. ``{"exports": {"global_concurrency": 2, "rate_limit": "10/s"}}``
+    (``jobs.fleet_limits.parse_queue_limits``); the store enforces them in its claim, as a
+    handler's ``global_concurrency`` and ``rate_limit``. Every worker serving the queue should
+    say the same: each claim honours the limits of the runner making it.
     """
 
     concurrency: int = 10
@@ -102,6 +109,7 @@ class JobsSettings:
     prefetch: int | None = None
     max_stalls: int = DEFAULT_MAX_STALLS
     queues: str | tuple[str, ...] | QueueWeights | None = None
+    queue_limits: Mapping[str, Mapping[str, object]] | None = None
 
     def __post_init__(self) -> None:
         positive = {
@@ -128,6 +136,7 @@ class JobsSettings:
         check_max_stalls(self.max_stalls, "JobsSettings")
         if self.queues is not None:
             parse_queues(self.queues, "JobsSettings")
+        parse_queue_limits(self.queue_limits)
         if self.prefetch is not None and self.prefetch < 0:
             raise ValueError(f"JobsSettings.prefetch must not be negative, got {self.prefetch}")
         for name in ("retain_completed_ms", "retain_failed_ms", "timeout_grace_ms"):

@@ -48,6 +48,8 @@ from jobs.spi import (
     MAX_ERRORS_KEPT,
     AuditPage,
     ClaimedJob,
+    ClaimedJobs,
+    ClaimLimits,
     JobInfo,
     JobPage,
     JobRequest,
@@ -75,6 +77,7 @@ from jobs.spi.support import (
 from ._database.connections import Backend, PostgresBackend, Row
 from ._database.errors import check_engine, store_error
 from ._database.in_transaction import InTransactionCompletion
+from ._database.limits import LimitedRun, limited_claim_steps, lock_script
 from ._database.listener import listen_engine
 from ._database.next_due import NextDue
 from ._database.sqlite_writes import Script, SQLiteBackend, sqlite_commits
@@ -157,12 +160,15 @@ class SQLAlchemyJobStore:
         quoted = dialect.identifier_preparer.format_table
         edges = quoted(self._schema.edges)
         self._quoted_jobs = quoted(self._schema.jobs)
+        self._quoted_limits = quoted(self._schema.limit_claims)
         self._statistics_checked = dialect.name != "postgresql"
         self._in_transaction = InTransactionCompletion(
             self._engine, quoted(self._schema.jobs), edges
         )
         self._sql = (
-            load_statements(dialect.name, quoted(self._schema.jobs), edges=edges)
+            load_statements(
+                dialect.name, quoted(self._schema.jobs), edges=edges, limits=self._quoted_limits
+            )
             | load_statements(dialect.name, quoted(self._schema.workers), resource="workers")
             | load_statements(dialect.name, quoted(self._schema.audit), resource="audit")
             | load_statements(dialect.name, quoted(self._schema.counters), resource="counters")
@@ -201,6 +207,13 @@ class SQLAlchemyJobStore:
             ),
         }
         self._commits = None if self._postgres else sqlite_commits(self._engine)
+        self._lease_constants = {  # the claim's parameters for the lease it gives, but lease_ms
+            "stalled_head": STALLED_HEAD,
+            "stalled_middle": STALLED_MIDDLE,
+            "stalled_tail": STALLED_TAIL,
+            "max_errors": MAX_ERRORS_KEPT,
+            "retain_failed_ms": self._retention.failed_ms,
+        }
         self._clock = clock
         self._create_tables = create_tables
         self._schema_ready = False
@@ -370,8 +383,19 @@ class SQLAlchemyJobStore:
     # -- consumer ------------------------------------------------------------------------------
 
     async def claim(
-        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+        self,
+        limit: int,
+        lease_ms: int,
+        types: Collection[str],
+        queue: str = DEFAULT_QUEUE,
+        limits: ClaimLimits | None = None,
     ) -> list[ClaimedJob]:
+        """Lease up to ``limit`` due jobs (``jobs.spi.JobStore.claim``): one statement; with
+        ``limits`` that apply to it, the limited claim (``_claim_limited``), a ``ClaimedJobs``."""
+        if limits is not None:
+            if limit > 0 and types and limits.applies(types):
+                return await self._claim_limited(limit, lease_ms, types, queue, limits)
+            return ClaimedJobs(await self.claim(limit, lease_ms, types, queue))
         if limit <= 0 or not types:
             self._check_open()
             return []
@@ -383,11 +407,7 @@ class SQLAlchemyJobStore:
                 queue=queue,
                 limit=limit,
                 lease_ms=lease_ms,
-                stalled_head=STALLED_HEAD,
-                stalled_middle=STALLED_MIDDLE,
-                stalled_tail=STALLED_TAIL,
-                max_errors=MAX_ERRORS_KEPT,
-                retain_failed_ms=self._retention.failed_ms,
+                **self._lease_constants,
             )
         except BaseException:
             if watch is not None:
@@ -403,6 +423,11 @@ class SQLAlchemyJobStore:
                 self._next_due.keep(types, watch, due_in, queue)
             else:
                 self._next_due.drop(watch)
+        return await self._claimed(leased, stalled_parents)
+
+    async def _claimed(self, leased: list[Row], stalled_parents: list[Row]) -> list[ClaimedJob]:
+        """After a claim: fail the workflow jobs it leased for their stalls and the rows no
+        worker can run, prune in passing; the jobs to run, in claim order."""
         for row in stalled_parents:
             await self._fail_stalled_workflow_job(row)
         if self._prune_due():
@@ -412,6 +437,46 @@ class SQLAlchemyJobStore:
             leased = await self._fail_malformed(leased, broken)
         leased.sort(key=_claim_order)
         return [claimed_job(row) for row in leased]
+
+    async def _claim_limited(
+        self, limit: int, lease_ms: int, types: Collection[str], queue: str, limits: ClaimLimits
+    ) -> ClaimedJobs:
+        """The claim under fleet-wide limits (``_database.limits``): count, plan, choose, lease
+        and record in one transaction (PostgreSQL: under an advisory lock per key; SQLite: one
+        write transaction). What a full limit held back is on the result. The next-due answer
+        of the plain claim (``claim_next_due``) is not given: the wait after it asks."""
+        lease = {"lease_ms": lease_ms, **self._lease_constants}
+        run = LimitedRun(limit, types, queue, limits, lease)
+        if self._sqlite is None:
+            rows = await self._claim_limited_postgres(run)
+        else:
+            rows = await self._claim_limited_sqlite(run)
+        leased, stalled_parents, _ = _sort_claimed(rows)
+        assert run.plan is not None
+        return run.plan.result(await self._claimed(leased, stalled_parents))
+
+    async def _claim_limited_postgres(self, run: LimitedRun) -> list[Row]:
+        """The limited claim's transaction on PostgreSQL, opened with the keys' locks."""
+        if self._closed or not self._schema_ready:
+            await self._ready({})
+        assert isinstance(self._backend, PostgresBackend)
+        sql, now = self._sql, self._now()
+        keys = [key for key, _ in run.limits.keys(run.types, run.queue)]
+
+        def steps() -> Steps:
+            return limited_claim_steps(sql, run, now, postgres=True)
+
+        return await self._backend.fetch_script(lock_script(self._quoted_limits, keys), steps)
+
+    async def _claim_limited_sqlite(self, run: LimitedRun) -> list[Row]:
+        """The limited claim's write transaction on SQLite (a script; ``now`` bound)."""
+        sql = self._sql
+        params: dict[str, Any] = {}
+
+        def steps() -> Steps:
+            return limited_claim_steps(sql, run, params["now"], postgres=False)
+
+        return await self._fetch_script(Script("claim_limited", steps), params)
 
     async def _fail_stalled_workflow_job(self, row: Row) -> None:
         """Fail a workflow job whose lease expired more often than its max_stalls: the claim

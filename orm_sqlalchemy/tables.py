@@ -22,6 +22,9 @@ A workflow's job (``jobs.spi.WorkflowStore``) has ``workflow_id``, its place in 
 (``workflow_seq``, listed by a partial index), its parents (``depends_on``, JSON) and how many
 of them are unfinished (``waiting``: ``due_at`` is NULL until 0); the ``<prefix>edges`` table
 holds a (parent, child) row until the parent settles (``_database.workflows``).
+The ``<prefix>limit_claims`` table holds the claims made under a fleet-wide limit
+(``jobs.spi.limits``): a row per job and limit key, while its claim holds the job or is within
+the rate's window (``_database.limits``); a store made before it serves plain claims without it.
 
 Upgrades: ``create_schema()`` adds a column this version has and the table lacks (``ALTER
 TABLE ... ADD COLUMN``: each new column is nullable or has a constant default, which is instant
@@ -176,6 +179,7 @@ class JobSchema:
     counters: Table
     edges: Table
     paused: Table
+    limit_claims: Table
 
     @property
     def qualified_name(self) -> str:
@@ -184,6 +188,9 @@ class JobSchema:
 
 
 COUNTER_BUCKETS = len(DURATION_BOUNDS_MS) + 1
+
+LIMIT_KEY_LENGTH = max(MAX_TYPE_LENGTH, MAX_QUEUE_LENGTH) + len("queue:")
+"""A limit key: ``type:<job type>`` or ``queue:<queue>`` (``jobs.spi.limits``)."""
 
 
 def job_schema(
@@ -319,6 +326,20 @@ def job_schema(
         Column("paused_at", BigInteger, nullable=False),
         schema=schema,
     )
+    limit_claims = Table(  # the claims made under a fleet-wide limit (_database.limits)
+        f"{table_prefix}limit_claims",
+        metadata,
+        Column("key", String(LIMIT_KEY_LENGTH), primary_key=True),  # type:<name>, queue:<name>
+        Column("job_id", String(255), primary_key=True),
+        Column("lease_token", String(64), primary_key=True),  # held while the job holds it
+        Column("at", BigInteger, nullable=False),  # when claimed: the rate window counts it
+        # 1 until a claim finds the job no longer holds the lease (never again: a lease token
+        # is its claim's alone), so the count joins only these rows with the job table
+        Column("held", Integer, nullable=False, server_default=text("1")),
+        schema=schema,
+    )
+    Index(f"ix_{limit_claims.name}_window", limit_claims.c.key, limit_claims.c.at)
+    Index(f"ix_{limit_claims.name}_held", limit_claims.c.key, limit_claims.c.held)
     return JobSchema(
         metadata,
         jobs,
@@ -328,6 +349,7 @@ def job_schema(
         counters,
         edges,
         paused,
+        limit_claims,
     )
 
 
@@ -412,8 +434,10 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
     """
     postgres = engine.dialect.name == "postgresql"
     tables = (
-        schema.jobs, schema.workers, schema.audit, schema.counters, schema.edges, schema.paused
-    )
+        schema.jobs, schema.workers, schema.audit, schema.counters, schema.edges, schema.paused,
+        schema.limit_claims,
+    )  # fmt: skip
+    later = (schema.audit, schema.counters, schema.paused, schema.limit_claims)
 
     def work(connection: Connection) -> None:
         found: dict[Table, list[str] | None] = {}
@@ -421,8 +445,7 @@ async def set_up_job_table(engine: AsyncEngine, schema: JobSchema, *, create: bo
             columns = found[table] = column_names(connection, table)
             if columns is not None and create:
                 columns.extend(add_missing_columns(connection, table, columns))
-            later = any(table is t for t in (schema.audit, schema.counters, schema.paused))
-            if columns is None and not create and later:
+            if columns is None and not create and any(table is t for t in later):
                 continue  # a store made before the audit trail: read-only looks still work
             if columns is not None or not create:
                 check_columns(table, columns, connection=connection)

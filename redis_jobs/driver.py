@@ -51,6 +51,13 @@ prefix it is given in KEYS, under the same tag, so they are in the same slot. Af
 the client reaches the new primary (Cluster: MOVED and a slot-map refresh; Sentinel: a fresh
 discovery) and the driver logs one line naming it.
 
+Fleet limits (``jobs.spi.limits``): a claim given ``ClaimLimits`` that apply passes the claim
+script each limit key's ``{ns}:limit:held:<key>`` hash and ``{ns}:limit:starts:<key>`` zset,
+and the script counts, chooses and records in the claim's own atomic step (see claim.lua). A
+holder counts while its job still holds the lease that claim gave it, checked lazily by the
+claim (and only when the limit is near full), so complete, retry, fail and heartbeat stay as
+they are. A claim without limits passes none and runs the plain claim.
+
 Workflows (``jobs.spi.WorkflowStore``, ``workflows``): ``enqueue_workflow`` stores a DAG in one
 script; a job waiting for parents is pending in no ready zset, and the script that ends a parent
 releases or cancels its dependents (see the workflow helpers in ``lua/common.lua``).
@@ -78,6 +85,8 @@ from jobs.spi import (
     JOB_STATES,
     AuditPage,
     ClaimedJob,
+    ClaimedJobs,
+    ClaimLimits,
     JobInfo,
     JobPage,
     JobRequest,
@@ -89,6 +98,7 @@ from jobs.spi import (
     WorkerInfo,
     WorkerRegistration,
     WorkflowJob,
+    type_key,
 )
 from jobs.spi.support import (
     DEFAULT_QUEUE,
@@ -314,14 +324,21 @@ class RedisJobDriver:
     # -- consumer ------------------------------------------------------------------------------
 
     async def claim(
-        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+        self,
+        limit: int,
+        lease_ms: int,
+        types: Collection[str],
+        queue: str = DEFAULT_QUEUE,
+        limits: ClaimLimits | None = None,
     ) -> list[ClaimedJob]:
+        """One claim script; with ``limits`` that apply, the same script counts, honours and
+        records them (``_claim_limited``), else it is the plain claim."""
         self._check_open()
         if queue != DEFAULT_QUEUE and self._spaces is not None:
-            return await self._spaces.of(queue).claim(limit, lease_ms, types, queue)
+            return await self._spaces.of(queue).claim(limit, lease_ms, types, queue, limits)
         wanted = list(dict.fromkeys(types))
         if limit <= 0 or not wanted:
-            return []
+            return [] if limits is None else ClaimedJobs()
         keys = self._keys
         names = [keys.job_prefix, keys.index_prefix, keys.failed, keys.state_prefix]
         for job_type in wanted:
@@ -330,9 +347,44 @@ class RedisJobDriver:
         random = os.urandom(8).hex()
         args.append(random if queue == DEFAULT_QUEUE else f"{random}~{queue.encode().hex()}")
         args += [self._retention.failed_ms, EXPIRY_MARGIN_MS, *STALLED_PARTS]
-        args += [DEFAULT_MAX_STALLS, *wanted]
+        if limits is not None and limits.applies(wanted):
+            return await self._claim_limited(names, args, wanted, queue, limits)
+        args += [DEFAULT_MAX_STALLS, 0, *wanted]
         reply = await self._scripts.call("claim", names, args)
-        return [_claimed(fields) for fields in json.loads(reply)]
+        jobs = [_claimed(fields) for fields in json.loads(reply)]
+        return jobs if limits is None else ClaimedJobs(jobs)
+
+    async def _claim_limited(
+        self,
+        names: list[str],
+        args: list[ScriptArg],
+        wanted: list[str],
+        queue: str,
+        limits: ClaimLimits,
+    ) -> ClaimedJobs:
+        """The claim script given the claim's limit keys (``ClaimLimits.keys``): each one's
+        held hash and starts zset, which type it limits (its index; none for the queue's key)
+        and its numbers. It replies ``[jobs, held type indexes, retry_ms or -1]``."""
+        keys = self._keys
+        keyed = limits.keys(wanted, queue)
+        scopes = {type_key(job_type): index for index, job_type in enumerate(wanted, 1)}
+        args += [DEFAULT_MAX_STALLS, len(keyed), *wanted]
+        for limit_key, fleet_limit in keyed:
+            names += [keys.limit_held(limit_key), keys.limit_starts(limit_key)]
+            concurrency, rate = fleet_limit.concurrency, fleet_limit.rate
+            args += [
+                scopes.get(limit_key, ""),
+                "" if concurrency is None else concurrency,
+                "" if rate is None else rate,
+                fleet_limit.per_ms,
+            ]
+        reply = await self._scripts.call("claim", names, args)
+        jobs, held, retry_ms = json.loads(reply)
+        return ClaimedJobs(
+            [_claimed(fields) for fields in jobs],
+            frozenset(wanted[index - 1] for index in held),
+            None if retry_ms < 0 else int(retry_ms),
+        )
 
     async def heartbeat(self, job_id: str, lease_token: str, lease_ms: int) -> bool:
         self._check_open()

@@ -16,6 +16,11 @@ space (its namespace-level names are unused). Every key below is ``<space prefix
     {ns}:qready:<queue>/<type>   zset  the same, of a named queue other than "default"
     {ns}:qleased:<queue>/<type>  zset  (a queue name holds no '/'; in the queue's space)
     {ns}:types:lanes     set     '<queue>/<type>' of every named queue's jobs (stats walks it)
+    {ns}:lane:live:<queue>/<type>     zset  a named queue's pending and active jobs of a type,
+                                            score = created_at (list_jobs(queue=) pages it)
+    {ns}:lane:<state>:<queue>/<type>  zset  its completed, failed or cancelled ones, likewise
+                                            (queue_stats counts them; pruned with the state
+                                            indexes). The default queue has no lane index.
     {ns}:signal:<type>   list    wake-up signals for idle runners of a type (trimmed, short TTL)
     {ns}:key:<key>       string  idempotency key -> id of the job holding it
     {ns}:completed       zset    completed jobs, score = end of retention (epoch ms)
@@ -26,6 +31,12 @@ space (its namespace-level names are unused). Every key below is ``<space prefix
     {ns}:types           set     the job types ever enqueued (stats walks them)
     {ns}:workflow:<id>   hash    a workflow's job ids in order, how many are open, what its
                                  settles need (see the workflow helpers in lua/common.lua)
+    {ns}:limit:held:<key>    hash  a fleet limit's holders: job id -> the leased zset and lease
+                                   token of the claim that took it (``type:<t>``/``queue:<q>``
+                                   keys of ``jobs.spi.limits``; pruned by claims, expires)
+    {ns}:limit:starts:<key>  zset  a fleet limit's claims: lease token, score = claimed at
+                                   (trimmed to its window by claims, expires); both in the
+                                   claiming queue's space, so a type's limit counts per queue
 
 and, in ``{ns}`` only (the namespace's)::
 
@@ -132,6 +143,10 @@ class Keys:
             return self.prefix + "leased:" + job_type
         return self.prefix + "qleased:" + queue + "/" + job_type
 
+    def lane(self, what: str, queue: str, job_type: str) -> str:
+        """A named queue's lane index: ``what`` is 'live' or a finished state."""
+        return self.prefix + "lane:" + what + ":" + queue + "/" + job_type
+
     def signal(self, job_type: str) -> str:
         return self.prefix + "signal:" + job_type
 
@@ -140,6 +155,14 @@ class Keys:
 
     def index(self, key: str) -> str:
         return self.index_prefix + key
+
+    def limit_held(self, limit_key: str) -> str:
+        """The holders counted by a fleet limit (``jobs.spi.limits.type_key``/``queue_key``)."""
+        return self.prefix + "limit:held:" + limit_key
+
+    def limit_starts(self, limit_key: str) -> str:
+        """The claims a fleet limit's rate counts."""
+        return self.prefix + "limit:starts:" + limit_key
 
     def finished(self, state: str) -> str:
         return {"completed": self.completed, "cancelled": self.cancelled}.get(state, self.failed)

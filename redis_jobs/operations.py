@@ -5,8 +5,9 @@ like every transition: the script checks the job's state itself, so a requeue ra
 a cancel racing a complete or a purge racing a requeue leave the job in one state and the loser
 gets 0 (False, not counted). Bulk calls (``requeue_failed``, ``purge``) read the state index a
 chunk at a time and send each chunk as one batch call (one round trip), each job its own atomic
-step. ``list_jobs`` pages the state indexes (``{ns}:state:<state>[:<type>]``, by created_at),
-so a page costs the same however many jobs are stored; ``stats`` reads per-type sorted sets
+step. ``list_jobs`` pages the state indexes (``{ns}:state:<state>[:<type>]``, by created_at) and,
+of a named queue, its lanes' indexes (``{ns}:lane:<live|state>:<queue>/<type>``), so a page
+costs the same however many jobs are stored; ``stats`` reads per-type sorted sets
 in one script. Worker registrations live in ``{ns}:workers`` and expire with their ttl.
 
 ``RedisJobDriver`` holds one ``RedisOperations`` and hands each operation to it once it has
@@ -58,10 +59,13 @@ TIES = 100
 """``list_actions`` reads this many more actions than a page: those of the cursor's own
 millisecond that precede it are skipped."""
 ANY_STATE_BUT_ACTIVE = "pending,completed,failed,cancelled"
-QUEUE_SCAN_PAGES = 10
-"""Index pages a ``list_jobs(queue=...)`` reads at most before it answers (maybe short)."""
-MAX_SCAN_PAGE = 200
-"""Jobs per index page such a listing reads."""
+LAST, RESUME = 0, 2
+"""list.lua's first reply value: the last page, or a page stopped short (1: more may follow)."""
+LIST_CALLS = 20
+"""Script calls a ``list_jobs`` page makes at most: each reads a bounded number of index
+entries, and only entries a page skips (the named queues' jobs among a default queue's page,
+records past retention not yet pruned) make it call again; past this many the page answers
+short, with the cursor of where it stopped."""
 
 
 class RedisOperations:
@@ -102,52 +106,33 @@ class RedisOperations:
         cursor: str | None = None,
         queue: str | None = None,
     ) -> JobPage:
-        if queue is not None:
-            return await self._list_of_queue(state, job_type, limit, cursor, queue)
         after = decode_cursor(cursor) if cursor is not None else None
-        args: list[ScriptArg] = [
-            self._now(),
-            state or "",
-            job_type or "",
-            limit,
-            "" if after is None else after[0],
-            "" if after is None else after[1],
-        ]
-        reply = await self._scripts.call("list", [self._keys.prefix], args)
         jobs: list[JobInfo] = []
         last: tuple[int, str] | None = None
-        for i in range(1, len(reply), 2):
-            job_id, record = self._text(reply[i]), fields_of(reply[i + 1], self._text)
-            jobs.append(job_info(job_id, record))
-            last = (int(record.get("created_at", record["run_at"])), job_id)
-        more = int(reply[0]) == 1 and last is not None
-        return JobPage(jobs=jobs, next_cursor=encode_cursor(*last) if more and last else None)
-
-    async def _list_of_queue(
-        self, state: JobState | None, job_type: str | None, limit: int, cursor: str | None,
-        queue: str,
-    ) -> JobPage:
-        """``list_jobs`` of one named queue: pages of the state (and type) indexes filtered by
-        the jobs' queue, read until ``limit`` match or ``QUEUE_SCAN_PAGES`` pages were read (a
-        short page then, with a cursor to go on from: the indexes are not kept per queue)."""
-        jobs: list[JobInfo] = []
-        for _ in range(QUEUE_SCAN_PAGES):
-            page = await self.list_jobs(
-                state=state, job_type=job_type, limit=MAX_SCAN_PAGE, cursor=cursor
-            )
-            for index, job in enumerate(page.jobs):
-                if job.queue != queue:
-                    continue
-                jobs.append(job)
-                if len(jobs) == limit:
-                    rest = page.jobs[index + 1 :]
-                    if not rest and page.next_cursor is None:
-                        return JobPage(jobs=jobs)
-                    return JobPage(jobs=jobs, next_cursor=_cursor_of(job))
-            cursor = page.next_cursor
-            if cursor is None:
-                return JobPage(jobs=jobs)
-        return JobPage(jobs=jobs, next_cursor=cursor)
+        for _ in range(LIST_CALLS):
+            args: list[ScriptArg] = [
+                self._now(),
+                state or "",
+                job_type or "",
+                limit - len(jobs),
+                "" if after is None else after[0],
+                "" if after is None else after[1],
+                queue or "",
+            ]
+            reply = await self._scripts.call("list", [self._keys.prefix], args)
+            for i in range(3, len(reply), 2):
+                job_id, record = self._text(reply[i]), fields_of(reply[i + 1], self._text)
+                jobs.append(job_info(job_id, record))
+                last = (int(record.get("created_at", record["run_at"])), job_id)
+            flag = int(reply[0])
+            if flag != RESUME:
+                more = flag != LAST and last is not None
+                next_cursor = encode_cursor(*last) if more and last else None
+                return JobPage(jobs=jobs, next_cursor=next_cursor)
+            # the script stopped short where an index was read no further (see list.lua): the
+            # rest of the page follows that entry
+            after = (int(self._text(reply[1])), self._text(reply[2]))
+        return JobPage(jobs=jobs, next_cursor=encode_cursor(*after) if after else None)
 
     async def find_job(self, key: str) -> JobInfo | None:
         holder = await self._client.get(self._keys.index(key))
@@ -235,22 +220,24 @@ class RedisOperations:
         return result
 
     async def queue_stats(self) -> dict[str, QueueStats]:
-        """Due, scheduled and active per queue (finished jobs are not indexed per queue)."""
+        """Per queue, as ``stats`` per type (a named queue's finished jobs from its lanes'
+        indexes, the default queue's from the state indexes less those: see stats.lua)."""
         call = self._scripts.call("stats", [self._keys.prefix], [self._now(), "queues"])
         reply = json.loads(await call)
-        return {
-            queue: QueueStats(
+        result = {}
+        for queue in sorted(reply):
+            due, scheduled, active, completed, failed, cancelled, oldest = reply[queue]
+            result[queue] = QueueStats(
                 queue=queue,
                 due=int(due),
                 scheduled=int(scheduled),
                 active=int(active),
-                completed=None,
-                failed=None,
-                cancelled=None,
+                completed=int(completed),
+                failed=int(failed),
+                cancelled=int(cancelled),
                 oldest_due_age_ms=None if oldest < 0 else int(oldest),
             )
-            for queue, (due, scheduled, active, oldest) in sorted(reply.items())
-        }
+        return result
 
     async def pause_queue(self, queue: str) -> bool:
         with translate_errors():  # a Redis that is down: StoreUnavailableError, as elsewhere
@@ -453,8 +440,3 @@ def _worker(record: dict[str, Any]) -> WorkerInfo:
         last_seen=to_datetime(int(record["last_seen"])),
         queues=tuple(queues) if isinstance(queues, list) else (),
     )
-
-
-def _cursor_of(job: JobInfo) -> str:
-    """The cursor that resumes a listing strictly after ``job``."""
-    return encode_cursor(to_epoch_ms(job.created_at or job.run_at), job.id)

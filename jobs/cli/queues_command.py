@@ -26,8 +26,8 @@ def queues() -> None:
 @target_options
 @json_option
 def list_queues(as_json: bool, **params: Any) -> None:
-    """Each queue with a live job, each paused one, and default: paused, due, scheduled,
-    active, failed."""
+    """Each queue with a live job, each paused one, each with limits, and default: paused,
+    due, scheduled, active, failed, workers, limits."""
 
     async def work(target: Target) -> None:
         try:
@@ -37,10 +37,11 @@ def list_queues(as_json: bool, **params: Any) -> None:
         if as_json:
             print_json({"queues": found})
             return
-        columns = ("name", "paused", "due", "scheduled", "active", "failed", "workers")
+        columns = ("name", "paused", "due", "scheduled", "active", "failed", "workers", "limits")
         rows = [
             [q.name, "PAUSED" if q.paused else "", q.due, q.scheduled, q.active,
-             "-" if q.failed is None else q.failed, q.workers]
+             "-" if q.failed is None else q.failed, q.workers,
+             q.limits.describe() if q.limits else ""]
             for q in found
         ]  # fmt: skip
         console().print(table(f"queues of {target.description}", columns, rows))

@@ -28,6 +28,16 @@ from .inbox import (
     JobInbox,
     SyncJobInbox,
 )
+from .limits import (
+    ClaimedJobs,
+    ClaimLimits,
+    FleetLimit,
+    LimitedClaim,
+    LimitUsage,
+    plan_claim,
+    queue_key,
+    type_key,
+)
 from .outbox import OutboxOperations, OutboxPublisher, OutboxStore
 from .outbox_audit import (
     WORKFLOW_ENTRY_TYPE,
@@ -108,6 +118,15 @@ __all__ = [
     "QueueStats",
     "WorkerRegistration",
     "WorkerInfo",
+    # fleet-wide limits (the claim's)
+    "FleetLimit",
+    "ClaimLimits",
+    "ClaimedJobs",
+    "LimitUsage",
+    "LimitedClaim",
+    "plan_claim",
+    "type_key",
+    "queue_key",
     # the audit trail
     "AuditEntry",
     "AuditPage",

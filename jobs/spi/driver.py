@@ -41,6 +41,7 @@ from typing import Protocol, runtime_checkable
 
 from ..clock import Clock
 from ..options import DEFAULT_QUEUE
+from .limits import ClaimLimits
 from .records import (
     AuditPage,
     ClaimedJob,
@@ -76,7 +77,6 @@ __all__ = [
 class JobStore(Protocol):
     """Storing, leasing and settling jobs: the part of the SPI the runner and ``enqueue`` use."""
 
-
     async def enqueue(self, job: JobRequest) -> str | None:
         """Store a pending job; its id, or None when a live job already holds ``job.key``."""
         ...
@@ -90,13 +90,23 @@ class JobStore(Protocol):
         ...
 
     async def claim(
-        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+        self,
+        limit: int,
+        lease_ms: int,
+        types: Collection[str],
+        queue: str = DEFAULT_QUEUE,
+        limits: ClaimLimits | None = None,
     ) -> list[ClaimedJob]:
         """Lease up to ``limit`` due jobs of ``types`` in the named ``queue`` (never a job of
         another queue), the highest priority first, then the oldest ``run_at``: one statement
         or script, whatever the queue. A runner serving several queues calls it once per
         queue, in its order (``JobRequest.queue``); one serving ``"default"`` alone calls it
         without ``queue``, as before named queues existed.
+
+        ``limits``: fleet-wide limits the claim honours in the same atomic step
+        (``jobs.spi.limits``): it then returns ``ClaimedJobs``, saying what a full limit held
+        back. The runner passes it only when a limit applies, so a driver of before limits
+        serves every runner that has none.
 
         Due means pending with ``run_at`` reached, or active with its lease expired. A
         pending job's attempts go up by one; an expired one's stalls go up by one (its
@@ -170,7 +180,6 @@ class JobStore(Protocol):
         """How many jobs are in each state (every state present, zero included)."""
         ...
 
-
     async def wait_for_work(
         self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
     ) -> None:
@@ -191,7 +200,6 @@ class JobStore(Protocol):
 @runtime_checkable
 class JobOperations(Protocol):
     """Operating a store: listing, finding, requeueing, cancelling, purging, stats."""
-
 
     async def list_jobs(
         self,

@@ -285,9 +285,10 @@ class JobTypeStats:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueStats:
-    """One named queue's numbers, as ``JobTypeStats`` gives a type's (``queue_stats``).
-    ``completed``, ``failed``, ``cancelled``: None where the store does not count finished jobs
-    per queue (Redis: its finished jobs are indexed by state and type only)."""
+    """One named queue's numbers, as ``JobTypeStats`` gives a type's (``queue_stats``), its
+    finished jobs included: every built-in driver counts ``completed``, ``failed`` and
+    ``cancelled`` per queue (``jobs.testing`` checks it). None is left to a third-party driver
+    that cannot count them (readers show it as unknown)."""
 
     queue: str
     due: int = 0

@@ -21,6 +21,7 @@ from jobs.spi import JOB_STATES, JobDriver
 from .conformance_audit import AuditConformance
 from .conformance_batches import BatchConformance
 from .conformance_counters import CountersConformance
+from .conformance_fleet_limits import FleetLimitConformance
 from .conformance_limits import LimitsConformance
 from .conformance_malformed import MalformedRecordConformance
 from .conformance_options import OptionsConformance
@@ -52,6 +53,7 @@ class DriverConformance(
     AuditConformance,
     BatchConformance,
     CountersConformance,
+    FleetLimitConformance,
     OperationsConformance,
     DashboardConformance,
     RunnerConformance,

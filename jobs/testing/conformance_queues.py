@@ -28,6 +28,8 @@ from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, info_of, 
 from .requests import new_request
 
 _HEARTBEAT_MS = 1_000
+_CROWD = 600
+"""Jobs of another queue enqueued after each of a queue's few (3,000 in all)."""
 
 
 async def _claim_ids(driver: JobDriver, queue: str, limit: int = 10) -> list[str]:
@@ -153,6 +155,136 @@ class QueueConformance:
         assert (await queue.list_jobs(queue="nothing-here")).jobs == []
         everything = await queue.list_jobs()
         assert len(everything.jobs) == 5
+
+    async def test_list_jobs_of_a_queue_gives_full_pages_among_other_queues_jobs(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        """A page of one queue holds ``limit`` of its jobs, newest first, however many jobs of
+        other queues lie between them, in every state and of every type; so does a page of
+        "default"; the last page's next_cursor is None."""
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        clock = driver_harness.clock
+        ids: dict[str, list[str]] = {"emails": [], "exports": [], "default": []}
+        others: list[str] = []  # emails of another type
+        order: list[str] = []  # every job, oldest first
+        for i in range(7):
+            for name in ("emails", "exports", "exports", "default"):
+                ids[name].append(await enqueue(driver, queue=name))
+                order.append(ids[name][-1])
+                clock.advance(1)
+            if i % 3 == 0:
+                others.append(await enqueue(driver, "u", queue="emails"))
+                order.append(others[-1])
+                clock.advance(1)
+        for name in ("emails", "exports", "default"):  # the 3 oldest completed, the next active
+            for held in await driver.claim(3, LEASE_MS, ALL, name):
+                assert await driver.complete(held.id, held.lease_token)
+            assert len(await driver.claim(1, LEASE_MS, ALL, name)) == 1
+        queue = JobQueue(driver)
+
+        async def pages(limit: int, **filters: Any) -> list[list[str]]:
+            listed: list[list[str]] = []
+            cursor = None
+            while True:
+                page = await queue.list_jobs(limit=limit, cursor=cursor, **filters)
+                listed.append([job.id for job in page.jobs])
+                if page.next_cursor is None:
+                    return listed
+                assert len(page.jobs) == limit, f"a short page with a next cursor: {listed}"
+                cursor = page.next_cursor
+
+        def newest_first(jobs: list[str], limit: int) -> list[list[str]]:
+            jobs = jobs[::-1]
+            return [jobs[i : i + limit] for i in range(0, len(jobs), limit)]
+
+        in_order = [job for job in order if job in ids["emails"] or job in others]
+        assert await pages(4, queue="emails") == newest_first(in_order, 4)
+        assert await pages(3, queue="emails", type="t") == newest_first(ids["emails"], 3)
+        assert await pages(3, queue="default") == newest_first(ids["default"], 3)
+        pending = [job for job in in_order if job in others or job in ids["emails"][4:]]
+        assert await pages(2, queue="emails", state="pending") == newest_first(pending, 2)
+        done = ids["emails"][:3]
+        assert await pages(2, queue="emails", state="completed") == newest_first(done, 2)
+        assert await pages(2, queue="emails", state="active") == [[ids["emails"][3]]]
+        assert await pages(2, queue="default", state="active") == [[ids["default"][3]]]
+        assert await pages(5, queue="exports", type="u") == [[]]
+
+    async def test_a_page_of_a_queue_is_full_among_thousands_of_another_queues_jobs(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        """A store holding thousands of another queue's jobs between a queue's few still gives
+        that queue's full pages (a driver that filters some index pages by queue would answer
+        short pages here, with a cursor)."""
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        emails: list[str] = []
+        for _ in range(5):
+            emails.append(await enqueue(driver, queue="emails"))
+            crowd = [new_request(queue="exports") for _ in range(_CROWD)]
+            assert None not in await driver.enqueue_many(crowd)
+        infos = [await info_of(driver, job_id) for job_id in emails]
+        newest = [
+            info.id for info in sorted(infos, key=lambda i: (i.created_at, i.id), reverse=True)
+        ]
+        queue = JobQueue(driver)
+        first = await queue.list_jobs(queue="emails", limit=3)
+        assert [job.id for job in first.jobs] == newest[:3]
+        assert first.next_cursor is not None
+        rest = await queue.list_jobs(queue="emails", limit=3, cursor=first.next_cursor)
+        assert ([job.id for job in rest.jobs], rest.next_cursor) == (newest[3:], None)
+
+    async def test_queue_stats_count_finished_jobs_per_queue(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        """Every driver counts each queue's completed, failed and cancelled jobs (never None),
+        the live ones as ``stats()`` counts them per type: they go down as jobs are requeued,
+        deleted, purged, or pruned at the end of their retention."""
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver(retain_completed_ms=60_000)
+        if not isinstance(driver, QueueOperations):
+            pytest.skip("the driver reports no queues")
+
+        async def settle(name: str, how: str, job_type: str = "t") -> str:
+            job_id = await enqueue(driver, job_type, queue=name)
+            [held] = await driver.claim(1, LEASE_MS, [job_type], name)
+            assert held.id == job_id
+            if how == "complete":
+                assert await driver.complete(job_id, held.lease_token)
+            else:
+                assert await driver.fail(job_id, held.lease_token, error="E: boom")
+            return job_id
+
+        async def finished() -> dict[str, tuple[int | None, int | None, int | None]]:
+            stats = await JobQueue(driver).queue_stats()
+            return {name: (row.completed, row.failed, row.cancelled) for name, row in stats.items()}
+
+        for _ in range(2):
+            await settle("emails", "complete")
+        failed = await settle("emails", "fail")
+        cancelled = await enqueue(driver, queue="emails")
+        assert await driver.cancel(cancelled)
+        await settle("default", "complete")
+        await settle("default", "fail")
+        await settle("exports", "complete", "other")
+        assert await finished() == {
+            "emails": (2, 1, 1), "default": (1, 1, 0), "exports": (1, 0, 0),
+        }  # fmt: skip
+        by_type = await driver.stats()
+        assert (by_type["t"].completed, by_type["t"].failed, by_type["t"].cancelled) == (3, 2, 1)
+
+        assert await driver.requeue(failed)
+        assert await driver.delete(cancelled)
+        assert await driver.purge(["completed"], job_type="other") == 1
+        stats = await JobQueue(driver).queue_stats()
+        assert (stats["emails"].due, stats["emails"].failed, stats["emails"].cancelled) == (1, 0, 0)
+        assert "exports" not in stats  # nothing of it is left
+
+        driver_harness.clock.advance(60_001)  # the completed jobs' retention ends
+        await settle("exports", "complete", "other")
+        assert await finished() == {
+            "emails": (0, 0, 0), "default": (0, 1, 0), "exports": (1, 0, 0),
+        }  # fmt: skip
 
     async def test_queue_stats_count_per_queue(self, driver_harness: DriverHarness) -> None:
         _needs_named_queues(driver_harness)

@@ -20,7 +20,7 @@ from jobs.handlers import JobHandlerRegistry
 from jobs.options import DEFAULT_QUEUE
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
-from jobs.spi import ClaimedJob, JobDriver
+from jobs.spi import ClaimedJob, ClaimLimits, JobDriver
 
 from .handler_shapes import SHAPES, Ran
 from .helpers import ALL, LEASE_MS, enqueue, info_of, wait_until
@@ -54,9 +54,14 @@ class _Beats:
         return held
 
     async def claim(
-        self, limit: int, lease_ms: int, types: Collection[str], queue: str = DEFAULT_QUEUE
+        self,
+        limit: int,
+        lease_ms: int,
+        types: Collection[str],
+        queue: str = DEFAULT_QUEUE,
+        limits: ClaimLimits | None = None,
     ) -> list[ClaimedJob]:
-        return await self.inner.claim(limit, lease_ms, types, queue)
+        return await self.inner.claim(limit, lease_ms, types, queue, limits)
 
 
 class _Gated:

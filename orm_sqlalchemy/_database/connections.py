@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
@@ -48,12 +48,17 @@ from .errors import is_value_error, store_error
 from .slots import Slots
 from .statements import Statement
 
-__all__ = ["Backend", "PostgresBackend", "Row", "open_detached"]
+__all__ = ["Backend", "PostgresBackend", "Row", "Steps", "open_detached"]
 
 T = TypeVar("T")
 
 Row = Mapping[str, Any]
 """A result row, read by column name (asyncpg Records, sqlite3.Row)."""
+
+Steps = Generator[tuple[Statement, dict[str, Any]], list[Row], list[Row]]
+"""Statements run in one transaction, each chosen from the rows of those before it: yields
+``(statement, params)``, is sent each one's rows, returns the result."""
+
 
 class Backend(Protocol):
     async def fetch(self, statement: Statement, params: dict[str, Any]) -> list[Row]: ...
@@ -64,6 +69,18 @@ class Backend(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def _run_steps(driver: Any, steps: Steps) -> list[Row]:
+    """Each step of ``steps`` on the asyncpg connection ``driver``, sent the rows of the last."""
+    try:
+        statement, params = next(steps)
+        while True:
+            rows: list[Row] = await driver.fetch(statement.text, *statement.bind(params))
+            statement, params = steps.send(rows)
+    except StopIteration as done:
+        result: list[Row] = done.value
+        return result
 
 
 async def open_detached(engine: AsyncEngine) -> Any:
@@ -176,6 +193,30 @@ class PostgresBackend:
 
         await self._run(run)
 
+    async def fetch_script(self, begin: str, steps: Callable[[], Steps]) -> list[Row]:
+        """Run ``steps()`` in one READ COMMITTED transaction, opened by ``begin`` (``BEGIN
+        ISOLATION LEVEL READ COMMITTED``, then statements with inline literals only, such as
+        advisory *xact* locks: one simple-query round trip), committed after the last step.
+
+        Nothing outlives the transaction (no SET, no named prepared statement of its own, only
+        transaction-scoped locks), so a pooler in transaction mode hands the connection on
+        unchanged. A step that fails rolls it back; a cancelled one leaves the connection in
+        its transaction, and ``_checkin`` discards it."""
+
+        async def run(driver: Any) -> list[Row]:
+            try:
+                await driver.execute(begin)
+                result = await _run_steps(driver, steps())
+                await driver.execute("COMMIT")
+            except Exception:
+                if not driver.is_closed() and driver.is_in_transaction():
+                    with contextlib.suppress(Exception):
+                        await driver.execute("ROLLBACK")
+                raise
+            return result
+
+        return await self._run(run)
+
     async def _run(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """``work(asyncpg connection)`` on a connection: the one kept from the latest
         statement, else one of the pool's."""
@@ -251,11 +292,10 @@ class PostgresBackend:
     async def _failed(self, held: _Held, exc: Exception) -> Exception:
         """``exc`` raised by a statement on ``held``: the connection back to the pool, or
         invalidated if it broke; the error to raise in its place."""
+        lost = held.broke()  # read before the check-in, which lets go of the connection
         if isinstance(exc, pg.PostgresError):  # the server refused it; the connection is fine
             await self._checkin(held)
-            lost = held.broke()
         else:
-            lost = held.broke()
             await self._discard(held)
         if lost and not is_value_error(exc):  # a refused argument may close it: not a loss
             return StoreUnavailableError(f"{self._name} lost its database connection: {exc}")

@@ -2,12 +2,13 @@
 once per table.
 
 A file (``<resource>_<dialect>.sql``: ``jobs_sqlite.sql``, ``outbox_postgresql.sql`` ...) holds
-named statements (``-- name: claim``) with ``:name`` parameters and three macros: ``{table}``
-(the quoted table name), ``{now}`` (the store's clock in epoch ms: the bound ``:now`` when it is
-not NULL, else the database's clock) and ``{statement:<name>}`` (an earlier statement of the
-file, so that a variant of one is written once). PostgreSQL statements are rewritten to
-asyncpg's ``$n`` placeholders, SQLite ones keep sqlite3's named style; either way a statement
-is bound from a dict of parameters.
+named statements (``-- name: claim``) with ``:name`` parameters and these macros: ``{table}``
+(the quoted table name; ``{edges}`` and ``{limits}``, the job store's other tables), ``{now}``
+(the store's clock in epoch ms: the bound ``:now`` when it is not NULL, else the database's
+clock; ``{statement_now}`` the same, read when the statement starts) and
+``{statement:<name>}`` (an earlier statement of the file, so that a variant of one is written
+once). PostgreSQL statements are rewritten to asyncpg's ``$n`` placeholders, SQLite ones keep
+sqlite3's named style; either way a statement is bound from a dict of parameters.
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ _NOW = {
     "postgresql": "COALESCE(CAST(:now AS bigint), floor(extract(epoch FROM now()) * 1000)::bigint)",
     "sqlite": "COALESCE(:now, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))",
 }
+
+_STATEMENT_NOW = {
+    "postgresql": (
+        "COALESCE(CAST(:now AS bigint), "
+        "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint)"
+    ),
+    "sqlite": _NOW["sqlite"],
+}
+"""``{statement_now}``: ``{now}`` read when the statement starts, not when its transaction
+did (PostgreSQL's now()): for a statement that follows a lock its transaction waited for."""
+
+
+def _clock(template: str, dialect: str) -> str:
+    return template.replace("{statement_now}", _STATEMENT_NOW[dialect]).replace(
+        "{now}", _NOW[dialect]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,20 +79,22 @@ def _strip_comments(body: str) -> str:
 
 
 def load_statements(
-    dialect: str, table: str, *, resource: str = "jobs", edges: str = ""
+    dialect: str, table: str, *, resource: str = "jobs", edges: str = "", limits: str = ""
 ) -> dict[str, Statement]:
     """Every statement of ``resource`` ("jobs" or "outbox") in ``dialect`` ("postgresql" or
     "sqlite"), for the quoted ``table`` (and, for the job statements of workflows, the quoted
-    ``edges`` table: the ``{edges}`` macro)."""
+    ``edges`` table: the ``{edges}`` macro; for those of fleet-wide limits, the quoted
+    ``limits`` table: ``{limits}``)."""
     if dialect not in _NOW:
         raise ValueError(f"the SQL stores support PostgreSQL and SQLite, not {dialect!r}")
     statements = {}
     for name, template in _sections(resource, dialect).items():
-        statement = Statement(name, template.replace("{now}", _NOW[dialect]), None)
+        statement = Statement(name, _clock(template, dialect), None)
         if dialect == "postgresql":
             statement = _numbered(statement)
         # The table goes in last, so that no quoted name is ever read as a parameter.
-        text = statement.text.replace("{edges}", edges).replace("{table}", table)
+        text = statement.text.replace("{edges}", edges).replace("{limits}", limits)
+        text = text.replace("{table}", table)
         statements[name] = Statement(name, text, statement.positional)
     return statements
 
@@ -98,5 +117,5 @@ def text_statement(dialect: str, table: str, name: str, *, resource: str, edges:
     store's own statements are in its drivers' paramstyle."""
     if dialect not in _NOW:
         raise ValueError(f"the SQL stores support PostgreSQL and SQLite, not {dialect!r}")
-    section = _sections(resource, dialect)[name].replace("{now}", _NOW[dialect])
+    section = _clock(_sections(resource, dialect)[name], dialect)
     return section.replace("{edges}", edges).replace("{table}", table)

@@ -24,6 +24,7 @@ local cancelled = ns .. 'cancelled'
 check_type_once(source, 'zset')
 check_type_once(cancelled, 'zset')
 check_state_indexes(sp, job.type, job.state, 'cancelled')
+check_lane_finish(ns, job.queue, job.type, 'cancelled')
 local index = nil
 if job.key then
   index = ns .. 'key:' .. job.key

@@ -90,6 +90,36 @@ local function lane_key(ns, kind, queue, job_type)
   return ns .. 'q' .. kind .. ':' .. queue .. '/' .. job_type
 end
 
+-- A named queue's own indexes, per lane ('<queue>/<type>'), score = created_at as in the state
+-- indexes: '{ns}:lane:live:<queue>/<type>' its pending and active jobs (a claim, a retry or a
+-- release leaves it as it is), '{ns}:lane:<state>:<queue>/<type>' its completed, failed or
+-- cancelled ones (kept with the state indexes: settles add, requeue, purge and prune remove).
+-- list_jobs(queue=...) pages them and queue_stats counts them. The default queue has none: its
+-- jobs (and those stored before named queues) are the state indexes' others, so a default
+-- job's settle writes nothing more.
+local function named_queue(queue)
+  return queue and queue ~= '' and queue ~= 'default'
+end
+
+local function lane_index(ns, what, queue, job_type)
+  return ns .. 'lane:' .. what .. ':' .. queue .. '/' .. job_type
+end
+
+-- The lane '<queue>/<type>' of a named queue's ready or leased zset key, else nil (default).
+local Q_BYTE = 113  -- 'q' (the library's load runs without the string library)
+local function lane_of_source(ns, source)
+  if string.byte(source, #ns + 1) ~= Q_BYTE then
+    return nil
+  end
+  local rest = string.sub(source, #ns + 1)
+  if string.sub(rest, 1, 8) == 'qleased:' then
+    return string.sub(rest, 9)
+  elseif string.sub(rest, 1, 7) == 'qready:' then
+    return string.sub(rest, 8)
+  end
+  return nil
+end
+
 -- Priorities in the ready zsets: a pending job's score is run_at - priority * BAND, so that a
 -- zset holds one band of scores per priority, the highest priority first, each by run_at (run_at
 -- is below 2500-01-01, under 2^44 ms; |priority| <= 100 keeps every score exact in a double). A
@@ -140,6 +170,21 @@ local function check_type_once(key, wanted)
     check_type(key, wanted)
     checked[key] = wanted
   end
+end
+
+-- Whether a zset key may be written: check_type_once's answer without refusing (a key of
+-- another type is left alone, its index not kept). For writes whose caller cannot check first
+-- (finish() called by claim's stall failures); callers that can check call check_type_once.
+local function zset_writable(key)
+  if checked == nil then
+    checked = {}
+  end
+  local was = checked[key]
+  if was == nil then
+    was = type(redis.pcall('ZCARD', key)) == 'table' and 'other' or 'zset'
+    checked[key] = was
+  end
+  return was == 'zset'
 end
 
 -- The value of a string key (false when absent); refuses unless it is a string. One GET.
@@ -389,6 +434,11 @@ local function later_sadd(key, member)
   values[#values + 1] = member
 end
 
+-- The namespace prefix '{ns}:' of a state index prefix '{ns}:state:'.
+local function namespace_of(sp)
+  return string.sub(sp, 1, #sp - #'state:')
+end
+
 -- The state index names (sp = '{ns}:state:'): of a state, and of a state and job type.
 local function state_names(sp, state, job_type)
   local all = sp .. state
@@ -505,12 +555,30 @@ local function finish(c, key, id, job, state, from, source, index, error, errors
   later_zadd(c.finished, expires, id)
   later_keep(c.finished, ttl)
   later_move(c.sp, id, job.type, created_of(job), from, state)
+  local ns = namespace_of(c.sp)
+  local lane = lane_of_source(ns, source)
+  if lane then
+    local live, done = ns .. 'lane:live:' .. lane, ns .. 'lane:' .. state .. ':' .. lane
+    if zset_writable(live) and zset_writable(done) then
+      later_zrem(live, id)
+      later_zadd(done, int(created_of(job)), id)
+    end
+  end
+end
+
+-- The checks of a lane's indexes that a job of a named queue moving from live to a finished
+-- state writes (finish() writes them).
+local function check_lane_finish(ns, queue, job_type, state)
+  if named_queue(queue) then
+    check_type_once(lane_index(ns, 'live', queue, job_type), 'zset')
+    check_type_once(lane_index(ns, state, queue, job_type), 'zset')
+  end
 end
 
 -- Retention cleanup: up to PRUNE_BATCH jobs of a finished zset whose retention has ended (their
 -- records expire on their own) leave that zset and the state indexes of their state, the one of
--- all types and the one of each type in the types set (the record, which would name the type,
--- may be gone). Its own checks come first: a key of another type among those leaves everything
+-- all types and the one of each type in the types set, and the lane index of that state of
+-- each lane in the lanes set (the record, which would name the type and queue, may be gone). Its own checks come first: a key of another type among those leaves everything
 -- as it was (the calling script's writes stand; the prune is retried by a later call).
 local PRUNE_BATCH = 64
 
@@ -524,6 +592,10 @@ local function prune_ended(finished, state, sp, types, now)
     local indexes = {sp .. state}
     for _, job_type in ipairs(read('set', 'SMEMBERS', types)) do
       indexes[#indexes + 1] = sp .. state .. ':' .. job_type
+    end
+    local lanes = namespace_of(sp) .. 'lane:' .. state .. ':'
+    for _, lane in ipairs(read('set', 'SMEMBERS', types .. ':lanes')) do
+      indexes[#indexes + 1] = lanes .. lane
     end
     for _, index in ipairs(indexes) do
       check_type_once(index, 'zset')
@@ -558,11 +630,6 @@ end
 -- redis_jobs.workflows.MAX_WORKFLOW_JOBS jobs: that bounds the walk).
 local WORKFLOW_CHILD = job_fields({'workflow', 'waiting', 'dependents', 'priority',
   'created_at', 'keep_until', 'errors', 'queue'})
-
--- The namespace prefix '{ns}:' of a state index prefix '{ns}:state:'.
-local function namespace_of(sp)
-  return string.sub(sp, 1, #sp - #'state:')
-end
 
 local function decoded(text, what)
   local ok, value = pcall(cjson.decode, text)
@@ -661,6 +728,7 @@ local function plan_workflow(journal, sp, key, id, job, ended, unfinished, now)
             child.errors = with_error(child_job.errors, child_job.attempts, now, child.cancel)
             check_type_once(ns .. 'cancelled', 'zset')
             check_state_indexes(sp, child_job.type, 'pending', 'cancelled')
+            check_lane_finish(ns, child_job.queue, child_job.type, 'cancelled')
             finished = finished + 1
             queue[#queue + 1] = {child_id, child_job.type, 'cancelled', child.key,
               child_job.dependents}

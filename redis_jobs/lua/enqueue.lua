@@ -13,7 +13,8 @@
 --                   flags ('k' has a key, 't' has a trace context), key, trace context,
 --                   max stalls, priority (its ready score: ready_score, in common.lua),
 --                   queue ('' for the default queue; another's lane is added to the set
---                   KEYS[6] .. ':lanes', '<queue>/<type>', which stats walks)
+--                   KEYS[6] .. ':lanes', '<queue>/<type>', which stats walks, and the job to
+--                   its lane's live index, '{ns}:lane:live:<queue>/<type>')
 --
 -- Returns per job: 1 stored (or already stored with the same id, type and payload, as when a
 -- client retries a call whose reply was lost), 0 a live job holds the key, -1 the id is taken
@@ -29,9 +30,9 @@
 -- result: check and apply are made once, when the library loads (see library.py), and read the
 -- call's values from the locals below, which each call sets first.
 
-local EXISTING = job_fields({'payload', 'expires_at', 'created_at'})
-local HOLDER = job_fields({'expires_at', 'created_at'})
-local now, now_text, prefix, completed, failed, cancelled, sp, types, cap, signal_ttl
+local EXISTING = job_fields({'payload', 'expires_at', 'created_at', 'queue'})
+local HOLDER = job_fields({'expires_at', 'created_at', 'queue'})
+local now, now_text, prefix, completed, failed, cancelled, sp, ns, types, cap, signal_ttl
 -- A call of one job reads each key once and writes at once, caching nothing: for one job a
 -- table costs more than it saves. A batch checks a type's keys once (known_types: whether the
 -- types set holds it; checked_of: per job type, the ready zset and signal list that its last
@@ -53,6 +54,15 @@ local function check(k, a)
   local has_key = flags ~= '' and string.find(flags, 'k', 1, true) ~= nil
   local ready, signal_key = KEYS[k + 2], KEYS[k + 3]
   local known, signals, all_key, typed_key
+  local live = false
+  if ARGV[a + 14] ~= '' then  -- a named queue's job: its lane's live index too
+    live = lane_index(ns, 'live', ARGV[a + 14], job_type)
+    if alone then
+      check_type(live, 'zset')
+    else
+      check_type_once(live, 'zset')
+    end
+  end
   if alone then
     known = read('set', 'SISMEMBER', types, job_type) == 1
     check_type(ready, 'zset')
@@ -108,6 +118,10 @@ local function check(k, a)
     check_type_once(cancelled, 'zset')
     for _, entry in ipairs(stale) do
       check_state_indexes(sp, entry.job.type, entry.job.state)
+      if named_queue(entry.job.queue) then
+        entry.lane = lane_index(ns, entry.job.state, entry.job.queue, entry.job.type)
+        check_type_once(entry.lane, 'zset')
+      end
     end
   end
   local run_at = now_text
@@ -116,10 +130,11 @@ local function check(k, a)
   elseif ARGV[a + 5] ~= '0' then
     run_at = int(now + tonumber(ARGV[a + 5]))
   end
-  return nil, true, stale, run_at, has_key, known, signals, all_key, typed_key
+  return nil, live, stale, run_at, has_key, known, signals, all_key, typed_key
 end
 
-local function apply(k, a, stale, run_at, has_key, known, signals, all_key, typed_key)
+-- live: the job's lane's live index (a named queue's job), else false.
+local function apply(k, a, live, stale, run_at, has_key, known, signals, all_key, typed_key)
   local record, id, job_type = KEYS[k + 1], ARGV[a + 1], ARGV[a + 2]
   if stale then
     for _, entry in ipairs(stale) do
@@ -128,6 +143,9 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
       later_zrem(failed, entry.id)
       later_zrem(cancelled, entry.id)
       later_move(sp, entry.id, entry.job.type, 0, entry.job.state, nil)
+      if entry.lane then
+        later_zrem(entry.lane, entry.id)
+      end
     end
   end
   local timeout, keep_until, flags = ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
@@ -172,7 +190,13 @@ local function apply(k, a, stale, run_at, has_key, known, signals, all_key, type
     end
     redis.call('HSET', record, unpack(fields))
   end
+  if live and not alone then
+    later_zadd(live, now_text, id)
+  end
   if alone then
+    if live then
+      redis.call('ZADD', live, now_text, id)
+    end
     redis.call('ZADD', KEYS[k + 2], score, id)
     redis.call('ZADD', all_key, now_text, id)
     redis.call('ZADD', typed_key, now_text, id)
@@ -209,6 +233,7 @@ now = now_ms(ARGV[1])
 now_text = int(now)
 prefix, completed, failed, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 sp, types = KEYS[5], KEYS[6]
+ns = namespace_of(sp)
 cap, signal_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local jobs = (#ARGV - 3) / 14
 alone = jobs == 1
@@ -232,8 +257,9 @@ for job = 0, jobs - 1 do
     pcall(check, k, a)
   if not ok then
     results[job + 1] = refusal(result)
-  elseif go then
-    results[job + 1] = apply(k, a, stale, run_at, has_key, known, signals, all_key, typed_key)
+  elseif result == nil then
+    results[job + 1] = apply(k, a, go, stale, run_at, has_key, known, signals, all_key,
+      typed_key)
   else
     results[job + 1] = result
   end

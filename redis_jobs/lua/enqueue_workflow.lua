@@ -67,6 +67,9 @@ for job = 0, count - 1 do
     end
   end
   check_type_once(lane_key(ns, 'ready', ARGV[a + 14], job_type), 'zset')
+  if named_queue(ARGV[a + 14]) then
+    check_type_once(lane_index(ns, 'live', ARGV[a + 14], job_type), 'zset')
+  end
   if known[job_type] == nil then
     known[job_type] = read('set', 'SISMEMBER', types, job_type) == 1
     check_signal(ns .. 'signal:' .. job_type)
@@ -116,8 +119,9 @@ for job = 0, count - 1 do
   end
   redis.call('HSET', ns .. 'job:' .. id, unpack(fields))
   later_move(sp, id, job_type, now_text, nil, 'pending')
-  if ARGV[a + 14] ~= 'default' then
+  if named_queue(ARGV[a + 14]) then
     redis.call('SADD', types .. ':lanes', ARGV[a + 14] .. '/' .. job_type)
+    later_zadd(lane_index(ns, 'live', ARGV[a + 14], job_type), now_text, id)
   end
   if not known[job_type] then
     later_sadd(types, job_type)

@@ -13,6 +13,8 @@
 -- kept until max(now + retention, keep_until) by the script clock; its record and key index
 -- expire in real time a margin later. When a job finished, jobs whose retention has ended are
 -- pruned from the finished zset and the state indexes, a bounded number per call (prune_ended).
+-- A named queue's job (its leased zset names the lane) moves from its lane's live index to
+-- that of its new state; a default queue's job writes nothing more.
 -- A workflow job's dependents are released, or cancelled when it failed (see the workflow
 -- helpers in common.lua; a plain job reads one field more, 'workflow', and nothing else).
 
@@ -21,7 +23,7 @@ local FAIL_FIELDS = job_fields({'token', 'key', 'keep_until', 'created_at', 'err
   'workflow'})
 -- What finish() reads of the call (see common.lua): every field set by each call.
 local call = {}
-local now, index_prefix, sp, state, failing, fields, finished_any
+local now, index_prefix, sp, ns, state, failing, fields, finished_any
 
 local function check(k, a)
   check_type_once(KEYS[k + 2], 'zset')
@@ -30,6 +32,11 @@ local function check(k, a)
     return 0
   end
   check_state_indexes(sp, job.type, 'active', state)
+  local lane = lane_of_source(ns, KEYS[k + 2])
+  if lane then  -- a named queue's job: its lane's indexes (finish() writes them)
+    check_type_once(ns .. 'lane:live:' .. lane, 'zset')
+    check_type_once(ns .. 'lane:' .. state .. ':' .. lane, 'zset')
+  end
   local errors = nil
   if failing then
     errors = with_error(job.errors, job.attempts, now, ARGV[a + 3])
@@ -64,6 +71,7 @@ end
 now = now_ms(ARGV[1])
 local finished, types = KEYS[1], KEYS[4]
 index_prefix, sp = KEYS[2], KEYS[3]
+ns = namespace_of(sp)
 state = ARGV[2]
 failing = state == 'failed'
 fields = failing and FAIL_FIELDS or COMPLETE_FIELDS

@@ -45,6 +45,11 @@ local function check(k, a)
   end
   check_type_once(plan.source, 'zset')
   check_state_indexes(sp, job.type, job.state)
+  if named_queue(job.queue) then  -- its lane's index: live, or that of its finished state
+    plan.lane = lane_index(ns, job.state == 'pending' and 'live' or job.state, job.queue,
+      job.type)
+    check_type_once(plan.lane, 'zset')
+  end
   if job.key then
     plan.index = ns .. 'key:' .. job.key
     plan.index_held = index_names(plan.index, ARGV[a + 1])
@@ -63,6 +68,9 @@ local function apply(_, _, plan)
   end
   later_zrem(plan.source, plan.id)
   later_move(sp, plan.id, plan.job.type, 0, plan.job.state, nil)
+  if plan.lane then
+    later_zrem(plan.lane, plan.id)
+  end
   if plan.workflow then
     workflow_apply(plan.workflow, now, retain, margin)
   end

@@ -33,6 +33,12 @@ local function check(k, a)
   check_signal(plan.signal)
   check_type_once(plan.finished, 'zset')
   check_state_indexes(sp, job.type, job.state, 'pending')
+  if named_queue(job.queue) then  -- its lane's indexes: from its finished state's to live
+    plan.lane_from = lane_index(ns, job.state, job.queue, job.type)
+    plan.lane_to = lane_index(ns, 'live', job.queue, job.type)
+    check_type_once(plan.lane_from, 'zset')
+    check_type_once(plan.lane_to, 'zset')
+  end
   if job.key then
     plan.index = ns .. 'key:' .. job.key
     plan.index_held = index_names(plan.index, ARGV[a + 1])
@@ -55,6 +61,10 @@ local function apply(_, _, plan)
   later_zrem(plan.finished, plan.id)
   later_zadd(plan.ready, ready_score(now, job.priority), plan.id)
   later_move(sp, plan.id, job.type, created_of(job), job.state, 'pending')
+  if plan.lane_from then
+    later_zrem(plan.lane_from, plan.id)
+    later_zadd(plan.lane_to, int(created_of(job)), plan.id)
+  end
   later_signal(plan.signal)
   if plan.workflow then
     workflow_reopen(plan.workflow, plan.key)

@@ -11,8 +11,11 @@
 -- the jobs still listed (retention ends are pruned as later jobs finish). A type's pending jobs
 -- are those of its lanes: the default queue's ready zset and those of the named queues its
 -- jobs were enqueued in ('{ns}:types:lanes' holds '<queue>/<type>').
--- Per queue: queue -> [due, scheduled, active, oldest due age ms or -1], from the lanes' ready
--- and leased zsets (finished jobs are not indexed per queue).
+-- Per queue: queue -> [due, scheduled, active, completed, failed, cancelled, oldest due age ms
+-- or -1]: due, scheduled and active from the lanes' ready and leased zsets; a named queue's
+-- finished counts from its lanes' indexes ('{ns}:lane:<state>:<queue>/<type>'), the default
+-- queue's from the type's state indexes less its named lanes' (the default queue keeps no
+-- lane index of its own). Queues with no job in any state are left out.
 
 local now = now_ms(ARGV[1])
 local ns = KEYS[1]
@@ -50,26 +53,44 @@ for _, lane in ipairs(redis.call('SMEMBERS', lanes_key)) do
 end
 
 if ARGV[2] == 'queues' then
-  local function add(queue, job_type)
+  local FINISHED = {'completed', 'failed', 'cancelled'}
+  -- A lane's numbers into its queue's row; finished: its completed, failed, cancelled counts.
+  local function add(queue, job_type, finished)
     local due, scheduled, oldest_due = pending(lane_key(ns, 'ready', queue, job_type))
     local leased = lane_key(ns, 'leased', queue, job_type)
     check_type(leased, 'zset')
     local active = redis.call('ZCARD', leased)
-    if due + scheduled + active > 0 then
-      local row = result[queue] or {0, 0, 0, -1}
+    if due + scheduled + active + finished[1] + finished[2] + finished[3] > 0 then
+      local row = result[queue] or {0, 0, 0, 0, 0, 0, -1}
       row[1], row[2], row[3] = row[1] + due, row[2] + scheduled, row[3] + active
-      if oldest_due ~= nil and (row[4] < 0 or now - oldest_due > row[4]) then
-        row[4] = now - oldest_due
+      for i = 1, 3 do
+        row[3 + i] = row[3 + i] + finished[i]
+      end
+      if oldest_due ~= nil and (row[7] < 0 or now - oldest_due > row[7]) then
+        row[7] = now - oldest_due
       end
       result[queue] = row
       any = true
     end
   end
   for _, job_type in ipairs(redis.call('SMEMBERS', ns .. 'types')) do
-    add('default', job_type)
-    for _, queue in ipairs(named[job_type] or {}) do
-      add(queue, job_type)
+    local in_default = {}  -- the type's finished jobs less those of its named queues' lanes
+    for i, state in ipairs(FINISHED) do
+      local index = ns .. 'state:' .. state .. ':' .. job_type
+      in_default[i] = check_type(index, 'zset')
     end
+    for _, queue in ipairs(named[job_type] or {}) do
+      local finished = {}
+      for i, state in ipairs(FINISHED) do
+        finished[i] = check_type(lane_index(ns, state, queue, job_type), 'zset')
+        in_default[i] = in_default[i] - finished[i]
+      end
+      add(queue, job_type, finished)
+    end
+    for i = 1, 3 do
+      in_default[i] = math.max(in_default[i], 0)
+    end
+    add('default', job_type, in_default)
   end
   if not any then
     return '{}'

@@ -36,6 +36,7 @@ MARKER = re.compile(r"<!-- (?P<kind>docs-test|docs-test-pytest|docs-test-file|do
 EXPECTED_OUTPUT = {
     "priorities": "['receipt.send', 'report.build']",
     "queues": "['alert', 'receipt'] 1",
+    "fleet-limits": "at most 2 at once",
     "workflow-chain": "True {'zipped': ['page-1.pdf', 'page-2.pdf', 'page-3.pdf']}",
     "workflow-results": "result: {'pages': 3, 'url': 's3://reports/7.pdf'}",
     "readme-quickstart": "order 1 confirmed",

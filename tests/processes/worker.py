@@ -13,6 +13,9 @@ Job types:
 - ``ledger.wait``   waits for its abort signal and records the reason as ``stopped:<reason>``.
 - ``ledger.once``   max_attempts=1; the first delivery blocks until the process is killed,
   later ones return (a kill is a stall: attempt 1 runs again).
+- ``ledger.limited`` at most 3 at once and 20 a second across every worker
+  (``global_concurrency``, ``rate_limit``); sleeps ``payload["ms"]``.
+- ``ledger.free``   returns at once, unlimited and unrecorded (a drain at full speed).
 
 A reclaim runs the attempt that stalled again, with its number: "first delivery" is told by
 the ledger (this start is the job's first), not by ``ctx.attempt``.
@@ -49,13 +52,20 @@ class Ledger:
             return 0
         return sum(1 for e in lines if e["event"] == "start" and e["job"] == job_id)
 
-    def write(self, event: str, ctx: JobContext) -> None:
-        entry = {"event": event, "job": ctx.id, "attempt": ctx.attempt, "pid": os.getpid()}
+    def write(self, event: str, ctx: JobContext, *, durable: bool = True) -> None:
+        entry = {
+            "event": event,
+            "job": ctx.id,
+            "attempt": ctx.attempt,
+            "pid": os.getpid(),
+            "at": time.time(),
+        }
         line = json.dumps(entry)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, (line + "\n").encode())
-            os.fsync(fd)
+            if durable:  # a SIGKILL cannot take back what was written
+                os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -91,6 +101,18 @@ class LedgerWorker:
         if self.ledger.starts(ctx.id) == 1:
             await asyncio.Event().wait()
         self.ledger.write("end", ctx)
+
+    @job_handler("ledger.limited", global_concurrency=3, rate_limit="20/s")
+    async def limited(self, payload: dict[str, Any], ctx: JobContext) -> None:
+        # no fsync: no worker is killed here, and a write that blocks the loop for a disk
+        # flush would delay the starts of the jobs behind it (their times are the test's)
+        self.ledger.write("start", ctx, durable=False)
+        await asyncio.sleep(payload.get("ms", 0) / 1000)
+        self.ledger.write("end", ctx, durable=False)
+
+    @job_handler("ledger.free")
+    async def free(self, payload: Any) -> None:
+        return None
 
     @job_handler("ledger.stale", max_attempts=5)
     async def stale(self, payload: dict[str, Any], ctx: JobContext) -> None:

@@ -13,7 +13,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from framework import ApplicationContext
-from jobs import JOB_QUEUE, InProcessJobDriver, JobPage, JobQueue
+from jobs import JOB_QUEUE, InProcessJobDriver, JobPage, JobQueue, JobsSettings
+from jobs.spi import FleetLimit
 from jobs.web import create_dashboard
 from tests.support import wait_until
 
@@ -444,3 +445,22 @@ async def test_pages_read_one_page_of_the_store_not_every_job() -> None:
         driver.pages.clear()
         await client.get("/")  # the throughput chart reads finished jobs only, page by page
     assert sum(driver.pages) <= 2 * 200
+
+
+async def test_the_queues_page_shows_each_queues_fleet_wide_limits() -> None:
+    driver = InProcessJobDriver()
+    settings = JobsSettings(
+        queue_limits={"exports": {"global_concurrency": 2, "rate_limit": "10/s"}}
+    )
+    queue = JobQueue(driver, settings=settings)
+    try:
+        async with client_for(create_dashboard(queue)) as client:
+            page = await client.get("/queues")
+        assert page.status_code == 200
+        row = page.text.split('data-queue="exports"', 1)[1].split("</tr>", 1)[0]
+        assert "2 at once, 10/s" in row
+        listed = {info.name: info for info in await queue.list_queues()}
+        assert listed["exports"].limits == FleetLimit(concurrency=2, rate=10, per_ms=1_000)
+        assert listed["default"].limits is None
+    finally:
+        await driver.close()

@@ -72,22 +72,14 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING j.id, j.type;
 
--- name: claim
--- Due pending jobs and expired leases, the highest priority first, then the oldest due, skipping
--- rows another claimer holds (a walk of the claim index, ix_<table>_claim).
+-- name: claim_lease
+-- (A fragment: claim and claim_limited end it with their choice of rows, "due" (id, state).)
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
 -- :stalled_head || stalls || :stalled_middle || max_stalls || :stalled_tail (stalled_error);
 -- but a workflow job is leased (stalls past max_stalls), for the store to fail it through
 -- finish, which settles its dependents in the failure's own statement.
-WITH due AS MATERIALIZED (
-    SELECT id, state FROM {table}
-    WHERE due_at <= {now} AND queue = CAST(:queue AS text) AND type = ANY(CAST(:types AS text[]))
-    ORDER BY priority DESC, due_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
 UPDATE {table} AS j SET
     state = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN 'failed' ELSE 'active' END,
@@ -113,11 +105,28 @@ UPDATE {table} AS j SET
         THEN {now} END,
     expires_at = CASE WHEN j.state = 'active' AND j.stalls >= j.max_stalls AND j.workflow_id IS NULL
         THEN GREATEST({now} + CAST(:retain_failed_ms AS bigint), COALESCE(j.keep_until, 0)) END
-FROM due
-WHERE j.id = due.id
+
+-- name: claim_returning
+-- (A fragment: what claim and claim_limited return of the rows they leased.)
 RETURNING j.state, j.run_at, j.id, j.type, j.payload, j.attempts, j.max_attempts,
     j.lease_token, j.timeout_ms, j.key, j.trace_context, due.state = 'active' AS reclaimed,
-    j.stalls, j.max_stalls, j.priority, j.depends_on, j.workflow_id;
+    j.stalls, j.max_stalls, j.priority, j.depends_on, j.workflow_id
+
+-- name: claim
+-- Due pending jobs and expired leases, the highest priority first, then the oldest due, skipping
+-- rows another claimer holds (a walk of the claim index, ix_<table>_claim), leased
+-- (claim_lease).
+WITH due AS MATERIALIZED (
+    SELECT id, state FROM {table}
+    WHERE due_at <= {now} AND queue = CAST(:queue AS text) AND type = ANY(CAST(:types AS text[]))
+    ORDER BY priority DESC, due_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+{statement:claim_lease}
+FROM due
+WHERE j.id = due.id
+{statement:claim_returning};
 
 -- name: claim_next_due
 -- claim, when the last claim of these types took fewer jobs than it asked (an idle runner's:
@@ -143,6 +152,102 @@ FROM (
     END AS due_in
 ) AS later
 LEFT JOIN claimed ON true;
+
+-- name: limit_usage
+-- A limited claim's count and candidates (jobs.spi.limits; _database.limits), in its
+-- transaction once it holds the lock of each key: a statement of its own, as READ COMMITTED
+-- takes a statement's snapshot when it starts, before a lock it then waits for. Its clock is
+-- read as it starts too ({statement_now}: after the lock, where now() is the transaction's
+-- start, before it), and the store binds it to the lease and record (claim_limited), so a
+-- claim that waited for the lock counts and records its claims at the time it made them.
+-- Per key of :keys (its window :windows, in ms; 0 for a key without a rate): held, the claims
+-- recorded under it whose job still holds the lease they gave (active, the lease live: an
+-- active job's due_at is its lease's end); started, those made in the window, and the oldest
+-- of them; and now (the store's clock). Only rows still marked held are looked up in the job
+-- table (holding: by id alone, the lease checked on the row found, as a join on due_at > now
+-- too was planned as a walk of the due index, every scheduled job); one found not held is marked so (ended) or, past the window, deleted with
+-- the others past it that are not held (dead): two sets apart, as one statement may not write
+-- a row twice. The counts read the snapshot: the rows as they were before this statement.
+-- Beside them (rows of NULL key), the candidates: the due jobs of :types, locked (skipping
+-- rows another claimer holds), per group (:groups, from 1: the group of each type) at most
+-- its :caps (by group), read as the claim reads (the claim index). The store puts each type
+-- with a limit in a group of its own, the others in one, each at most the claim's limit, so
+-- that a type at its cap never crowds the others out; it picks among them (plan.pick) in
+-- claim order, the highest priority then the earliest due.
+WITH keys AS MATERIALIZED (
+    SELECT * FROM unnest(CAST(:keys AS text[]), CAST(:windows AS bigint[])) AS k(key, per_ms)
+),
+holding AS MATERIALIZED (
+    SELECT c.key, c.job_id, c.lease_token, c.at <= {statement_now} - k.per_ms AS past,
+        COALESCE(j.state = 'active' AND j.due_at > {statement_now}, false) AS held
+    FROM keys AS k
+    JOIN {limits} AS c ON c.key = k.key AND c.held = 1
+    LEFT JOIN {table} AS j ON j.id = c.job_id AND j.lease_token = c.lease_token
+),
+ended AS (
+    UPDATE {limits} AS d SET held = 0
+    FROM holding AS h
+    WHERE d.key = h.key AND d.job_id = h.job_id AND d.lease_token = h.lease_token
+        AND NOT h.held AND NOT h.past
+),
+dead AS (
+    DELETE FROM {limits} AS d
+    USING keys AS k
+    WHERE d.key = k.key AND d.at <= {statement_now} - k.per_ms
+        AND (d.held = 0 OR EXISTS (
+            SELECT 1 FROM holding AS h
+            WHERE h.key = d.key AND h.job_id = d.job_id AND h.lease_token = d.lease_token
+                AND NOT h.held
+        ))
+),
+candidates AS (
+    SELECT c.id, c.type, c.priority, c.due_at
+    FROM unnest(CAST(:caps AS integer[])) WITH ORDINALITY AS g(cap, n)
+    CROSS JOIN LATERAL (
+        SELECT id, type, priority, due_at FROM {table}
+        WHERE due_at <= {statement_now} AND queue = CAST(:queue AS text)
+            AND type = ANY(ARRAY(
+                SELECT t.type
+                FROM unnest(CAST(:types AS text[]), CAST(:groups AS integer[])) AS t(type, grp)
+                WHERE t.grp = g.n
+            ))
+        ORDER BY priority DESC, due_at
+        LIMIT g.cap
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+)
+SELECT k.key, {statement_now} AS now,
+    (SELECT count(*) FROM holding AS h WHERE h.key = k.key AND h.held) AS held,
+    w.started, w.oldest_start, NULL AS id, NULL AS type, NULL AS priority, NULL AS due_at
+FROM keys AS k
+CROSS JOIN LATERAL (
+    SELECT count(*) AS started, min(c.at) AS oldest_start FROM {limits} AS c
+    WHERE c.key = k.key AND c.at > {statement_now} - k.per_ms
+) AS w
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, id, type, priority, due_at FROM candidates;
+
+-- name: claim_limited
+-- claim of the jobs a limited claim picked (:ids, among the candidates limit_usage locked),
+-- each leased one recorded under its keys (:record_ids, :record_keys: a pair per job and key).
+WITH due AS MATERIALIZED (
+    SELECT id, state FROM {table} WHERE id = ANY(CAST(:ids AS text[]))
+),
+leased AS (
+    {statement:claim_lease}
+    FROM due
+    WHERE j.id = due.id
+    {statement:claim_returning}
+),
+recorded AS (
+    INSERT INTO {limits} (key, job_id, lease_token, at)
+    SELECT r.key, l.id, l.lease_token, {now}
+    FROM leased AS l
+    JOIN unnest(CAST(:record_ids AS text[]), CAST(:record_keys AS text[])) AS r(id, key)
+        ON r.id = l.id
+    WHERE l.state = 'active'
+)
+SELECT * FROM leased;
 
 -- name: heartbeat
 UPDATE {table} SET due_at = {now} + CAST(:lease_ms AS bigint)

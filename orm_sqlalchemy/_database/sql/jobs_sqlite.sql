@@ -57,9 +57,8 @@ ON CONFLICT (key) WHERE key IS NOT NULL DO UPDATE SET
 WHERE j.expires_at <= excluded.created_at
 RETURNING id, type;
 
--- name: claim
--- Due pending jobs and expired leases, the highest priority first, then the oldest due (a walk
--- of the claim index, ix_<table>_claim), in one UPDATE ... RETURNING.
+-- name: claim_lease
+-- (A fragment: claim and claim_limited end it with the rows they lease, then claim_returning.)
 -- A pending job's attempt is counted (attempts + 1). An expired lease is a stall: stalls + 1,
 -- attempts kept (the delivery runs the attempt that stalled again); one whose stalls then
 -- exceed max_stalls is failed instead of leased (returned as 'failed'), with the error
@@ -96,15 +95,77 @@ UPDATE {table} SET
         THEN :now END,
     expires_at = CASE WHEN state = 'active' AND stalls >= max_stalls AND workflow_id IS NULL
         THEN max(:now + :retain_failed_ms, coalesce(keep_until, 0)) END
+
+-- name: claim_returning
+RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
+    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, max_stalls, priority,
+    depends_on, workflow_id
+
+-- name: claim
+-- Due pending jobs and expired leases, the highest priority first, then the oldest due (a walk
+-- of the claim index, ix_<table>_claim), in one UPDATE ... RETURNING (claim_lease).
+{statement:claim_lease}
 WHERE id IN (
     SELECT id FROM {table}
     WHERE due_at <= :now AND queue = :queue AND type IN (SELECT value FROM json_each(:types))
     ORDER BY priority DESC, due_at
     LIMIT :limit
 )
-RETURNING state, run_at, id, type, payload, attempts, max_attempts, lease_token, timeout_ms,
-    key, trace_context, instr(lease_token, 'r') > 0 AS reclaimed, stalls, max_stalls, priority,
-    depends_on, workflow_id;
+{statement:claim_returning};
+
+-- name: limit_ended
+-- A limited claim's first step (jobs.spi.limits; _database.limits; one write transaction, so
+-- no other claim counts meanwhile): of the keys :keys (a JSON array of [key, window ms], 0 for
+-- a key without a rate), the claims still marked held whose job no longer holds their lease
+-- (active, the lease live: an active job's due_at is its lease's end) are marked not held:
+-- for good, as a lease token is its claim's alone. Only those are looked up in the job table.
+UPDATE {limits} SET held = 0
+WHERE key IN (SELECT value ->> 0 FROM json_each(:keys)) AND held = 1
+    AND NOT EXISTS (
+        SELECT 1 FROM {table} AS j
+        WHERE j.id = {limits}.job_id AND j.lease_token = {limits}.lease_token
+            AND j.state = 'active' AND j.due_at > :now
+    );
+
+-- name: limit_dead
+-- Then, per key, the claims not held made by :before (the window's start) are deleted, so the
+-- table stays small: a range of the window index ("+": not the held index, whose rows not
+-- held span the whole window).
+DELETE FROM {limits} WHERE key = :key AND at <= :before AND +held = 0;
+
+-- name: limit_usage
+-- Per key of :keys: held, its claims whose job still holds their lease (limit_ended ran);
+-- started, those made in the window, and the oldest of them. A row per key, with now.
+WITH keys(key, per_ms) AS (
+    SELECT value ->> 0, value ->> 1 FROM json_each(:keys)
+)
+SELECT k.key, :now AS now,
+    (SELECT count(*) FROM {limits} AS c WHERE c.key = k.key AND c.held = 1) AS held,
+    (SELECT count(*) FROM {limits} AS c WHERE c.key = k.key AND c.at > :now - k.per_ms)
+        AS started,
+    (SELECT min(c.at) FROM {limits} AS c WHERE c.key = k.key AND c.at > :now - k.per_ms)
+        AS oldest_start
+FROM keys AS k;
+
+-- name: limit_candidates
+-- The due jobs of :types (a JSON array) a limited claim may take, :limit of them in claim
+-- order; the store reads each capped type apart, its room as the limit, and merges.
+SELECT id, type, priority, due_at FROM {table}
+WHERE due_at <= :now AND queue = :queue AND type IN (SELECT value FROM json_each(:types))
+ORDER BY priority DESC, due_at
+LIMIT :limit;
+
+-- name: claim_limited
+-- claim of the jobs a limited claim picked (:ids, a JSON array, among limit_candidates in
+-- the same transaction).
+{statement:claim_lease}
+WHERE id IN (SELECT value FROM json_each(:ids))
+{statement:claim_returning};
+
+-- name: limit_record
+-- The limited claim's leases, recorded: :claims is a JSON array of [key, job id, lease token].
+INSERT INTO {limits} (key, job_id, lease_token, at)
+SELECT value ->> 0, value ->> 1, value ->> 2, :now FROM json_each(:claims);
 
 -- name: heartbeat
 UPDATE {table} SET due_at = :now + :lease_ms

@@ -14,7 +14,13 @@ from redis.asyncio import Redis
 from jobs.errors import DriverError
 from jobs.spi import WorkflowJob
 from jobs.testing import new_request
-from redis_jobs import Keys, RedisJobDriver, ReplicationTimeoutError, delete_namespace
+from redis_jobs import (
+    Keys,
+    RedisJobDriver,
+    ReplicationTimeoutError,
+    delete_namespace,
+    operations,
+)
 from redis_jobs.admin import list_namespaces
 
 from .harness import RedisHarness, namespace_keys
@@ -184,3 +190,149 @@ async def test_with_replicas_a_queue_unconfirmed_in_the_queues_set_stores_no_job
         assert await admin.zcard(driver.keys.of_queue("emails").ready("t", "emails")) == 0
     finally:
         await driver.close()
+
+
+async def stored(driver: RedisJobDriver, queue: str) -> str:
+    job_id = await driver.enqueue(new_request(queue=queue))
+    assert job_id is not None
+    return job_id
+
+
+async def lanes_of(admin: Redis, keys: Keys, queue: str) -> dict[str, set[str]]:
+    """The members of a named queue's lane indexes of type "t" (see redis_jobs.keys)."""
+    found = {}
+    for what in ("live", "completed", "failed", "cancelled"):
+        members = await admin.zrange(keys.lane(what, queue, "t"), 0, -1)
+        found[what] = {member.decode() for member in members if isinstance(member, bytes)}
+    return found
+
+
+async def test_a_named_queues_job_moves_through_its_lanes_indexes_and_a_default_one_has_none(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver(retain_completed_ms=60_000)
+    keys = driver.keys
+    live = {await stored(driver, "emails") for _ in range(4)}
+    await stored(driver, "default")
+    assert await lanes_of(admin, keys, "emails") == {
+        "live": live, "completed": set(), "failed": set(), "cancelled": set(),
+    }  # fmt: skip
+    held = await driver.claim(3, LEASE_MS, ["t"], "emails")
+    done, failed, requeued = (job.id for job in held)
+    [cancelled] = live - {done, failed, requeued}
+    assert await driver.complete(done, held[0].lease_token)
+    assert await driver.fail(failed, held[1].lease_token, error="E: x")
+    assert await driver.fail(requeued, held[2].lease_token, error="E: x")
+    assert await driver.cancel(cancelled)
+    assert await driver.requeue(requeued)
+    assert await lanes_of(admin, keys, "emails") == {
+        "live": {requeued}, "completed": {done}, "failed": {failed}, "cancelled": {cancelled},
+    }  # fmt: skip
+    info = await driver.get_job(done)
+    assert info is not None
+    assert info.created_at is not None
+    created_ms = round(info.created_at.timestamp() * 1000)
+    assert await admin.zscore(keys.lane("completed", "emails", "t"), done) == created_ms
+    assert not [key async for key in admin.scan_iter(match=keys.prefix + "lane:*default*")]
+    assert await driver.delete(failed)
+    harness.clock.advance(60_001)  # done's retention ends; the next completion prunes it
+    [again] = await driver.claim(1, LEASE_MS, ["t"], "emails")
+    assert await driver.complete(again.id, again.lease_token)
+    assert await lanes_of(admin, keys, "emails") == {
+        "live": set(), "completed": {requeued}, "failed": set(), "cancelled": {cancelled},
+    }  # fmt: skip
+    assert await driver.purge(["completed", "cancelled"]) == 2
+    assert await lanes_of(admin, keys, "emails") == {
+        "live": set(), "completed": set(), "failed": set(), "cancelled": set(),
+    }  # fmt: skip
+
+
+async def test_a_stall_failed_by_a_claim_and_a_workflow_cancel_keep_the_lanes_indexes(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    keys = driver.keys
+    parent = new_request(queue="exports", max_attempts=1, max_stalls=0)
+    child = new_request(queue="emails")
+    await driver.enqueue_workflow(
+        "wf", [WorkflowJob(request=parent), WorkflowJob(request=child, depends_on=(parent.id,))]
+    )
+    assert (await lanes_of(admin, keys, "emails"))["live"] == {child.id}
+    assert [job.id for job in await driver.claim(5, LEASE_MS, ["t"], "exports")] == [parent.id]
+    harness.clock.advance(LEASE_MS)
+    assert await driver.claim(5, LEASE_MS, ["t"], "exports") == []  # fails it: stalled
+    exports, emails = await lanes_of(admin, keys, "exports"), await lanes_of(admin, keys, "emails")
+    assert (exports["live"], exports["failed"]) == (set(), {parent.id})
+    assert (emails["live"], emails["cancelled"]) == (set(), {child.id})
+    stats = await driver.queue_stats()
+    assert (stats["exports"].failed, stats["emails"].cancelled) == (1, 1)
+
+
+async def test_default_queue_counts_are_the_types_less_its_named_lanes(
+    harness: RedisHarness,
+) -> None:
+    """Jobs stored before named queues (no lane index) count, and list, as "default"."""
+    driver = harness.redis_driver()
+    ids = []
+    for queue in ("default", "emails", "default"):
+        job_id = await stored(driver, queue)
+        [held] = await driver.claim(1, LEASE_MS, ["t"], queue)
+        assert await driver.complete(held.id, held.lease_token)
+        ids.append(job_id)
+    stats = await driver.queue_stats()
+    assert (stats["default"].completed, stats["emails"].completed) == (2, 1)
+    listed = await driver.list_jobs(queue="default", state="completed", limit=1)
+    rest = await driver.list_jobs(queue="default", state="completed", cursor=listed.next_cursor)
+    assert sorted(job.id for job in listed.jobs + rest.jobs) == sorted([ids[0], ids[2]])
+
+
+async def test_a_lane_index_of_another_type_refuses_a_settle_before_any_write(
+    harness: RedisHarness, admin: Redis
+) -> None:
+    driver = harness.redis_driver()
+    keys = driver.keys
+    job_id = await stored(driver, "emails")
+    [held] = await driver.claim(1, LEASE_MS, ["t"], "emails")
+    await admin.set(keys.lane("completed", "emails", "t"), "not a zset")
+    with pytest.raises(Exception, match="expected a zset"):
+        await driver.complete(job_id, held.lease_token)
+    info = await driver.get_job(job_id)
+    assert info is not None
+    assert info.state == "active"
+    await admin.delete(keys.lane("completed", "emails", "t"))
+    assert await driver.complete(job_id, held.lease_token)
+
+
+async def test_a_default_page_among_many_named_jobs_of_its_type_is_read_in_several_calls(
+    harness: RedisHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default queue has no lane index: its page of a type shared with a named queue skips
+    the named jobs, at most a bounded number a script call (list.lua's SCAN), and the driver
+    calls again from where one stopped until the page is full (at most LIST_CALLS calls: then
+    it answers short, with the cursor of where it stopped)."""
+    driver = harness.redis_driver()
+    older = await stored(driver, "default")
+    for _ in range(3):
+        harness.clock.advance(1)
+        crowd = [new_request(queue="emails") for _ in range(500)]
+        assert None not in await driver.enqueue_many(crowd)
+    harness.clock.advance(1)
+    newer = await stored(driver, "default")
+    page = await driver.list_jobs(queue="default", limit=5)
+    assert ([job.id for job in page.jobs], page.next_cursor) == ([newer, older], None)
+    first = await driver.list_jobs(queue="default", limit=1)
+    assert [job.id for job in first.jobs] == [newer]
+    rest = await driver.list_jobs(queue="default", limit=1, cursor=first.next_cursor)
+    assert ([job.id for job in rest.jobs], rest.next_cursor) == ([older], None)
+    emails = await driver.list_jobs(queue="emails", state="pending", limit=1_000)
+    assert len(emails.jobs) == 1_000
+    assert emails.next_cursor is not None
+    monkeypatch.setattr(operations, "LIST_CALLS", 1)  # a page then answers after one call
+    short = await driver.list_jobs(queue="default", limit=5)
+    assert [job.id for job in short.jobs] == [newer]
+    listed, cursor = [newer], short.next_cursor
+    while cursor is not None:  # each page goes on from where the one before stopped
+        page = await driver.list_jobs(queue="default", limit=5, cursor=cursor)
+        listed += [job.id for job in page.jobs]
+        cursor = page.next_cursor
+    assert listed == [newer, older]

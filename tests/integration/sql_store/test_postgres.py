@@ -8,7 +8,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from jobs.errors import StoreUnavailableError
+from jobs.errors import StoreSchemaError, StoreUnavailableError
 from jobs.spi import JobRequest
 from jobs.testing import new_request
 from orm_sqlalchemy.engine import create_engine
@@ -233,7 +233,9 @@ async def test_a_store_starting_on_an_up_to_date_table_waits_for_no_open_transac
     try:
         async with engine.connect() as connection:
             transaction = await connection.begin()
-            tables = ("queue", "workers", "audit", "counters", "edges", "paused_queues")
+            tables = (
+                "queue", "workers", "audit", "counters", "edges", "paused_queues", "limit_claims"
+            )
             for table in (f"{pg_harness.prefix}{name}" for name in tables):
                 await connection.execute(text(f'LOCK TABLE "{table}" IN ROW EXCLUSIVE MODE'))
             try:
@@ -320,3 +322,20 @@ async def test_the_pool_hands_out_the_connection_given_back_last(
         again.close()
     finally:
         await engine.dispose()
+
+
+async def test_a_statement_the_server_refuses_is_not_called_a_lost_connection(
+    pg_harness: StoreHarness,
+) -> None:
+    """The server refused the statement (its table was dropped under the store): the
+    connection is fine, goes back to the pool, and the error says what is wrong with the
+    tables, not that the database went away (the check-in lets go of the connection, so
+    whether it broke is read before)."""
+    store = pg_harness.store()
+    try:
+        await store.enqueue(new_request())
+        await pg_harness.sql(f'DROP TABLE "{pg_harness.table}"')
+        with pytest.raises(StoreSchemaError, match="does not fit the database's tables"):
+            await store.claim(1, LEASE_MS, ["t"])
+    finally:
+        await store.close()

@@ -86,6 +86,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     await harness.sql(f'DROP TABLE "{harness.prefix}counters"')
     await harness.sql(f'DROP TABLE "{harness.prefix}edges"')
     await harness.sql(f'DROP TABLE "{harness.prefix}paused_queues"')
+    await harness.sql(f'DROP TABLE "{harness.prefix}limit_claims"')
     await harness.sql("ALTER TABLE {table} DROP COLUMN errors")
 
     unmigrated = harness.store(create_tables=False)
@@ -99,7 +100,7 @@ async def test_a_job_table_made_before_the_operations_spi_is_upgraded_by_create_
     store = harness.store()
     await store.create_schema()  # adds the column, the indexes, the worker registry, the trail
     tables, indexes = await listed_names(harness)
-    names = ("workers", "audit", "counters", "edges", "paused_queues")
+    names = ("workers", "audit", "counters", "edges", "paused_queues", "limit_claims")
     later = {f"{harness.prefix}{name}" for name in names}
     assert tables == {harness.table, *later}
     assert listing_indexes <= indexes
@@ -291,6 +292,8 @@ async def test_metadata_is_exposed_for_migrations(harness: StoreHarness) -> None
     assert schema.edges.name == f"{harness.prefix}edges"
     assert f"{harness.prefix}edges" in app_metadata.tables
     assert schema.workers.name == f"{harness.prefix}workers"
+    assert schema.limit_claims.name == f"{harness.prefix}limit_claims"
+    assert f"{harness.prefix}limit_claims" in app_metadata.tables
     assert f"{harness.prefix}workers" in app_metadata.tables
     with pytest.raises(ValueError, match="table_prefix"):
         job_schema('x"; DROP TABLE y; --')
