@@ -32,6 +32,8 @@ class DriverHarness(Protocol):
       same key may hold a live job in each queue); by default a live key is taken in every
       queue (Redis keeps each queue in a hash slot of its own: two queues cannot be checked in
       one atomic step).
+    - ``type_limits_per_queue = True``: a type's fleet limit (``global_concurrency``,
+      ``rate_limit``) counts its claims in each queue apart; by default across every queue.
     - ``workflows_in_one_queue = True``: the driver refuses a workflow whose jobs span queues
       (``DriverError`` naming the rule); by default a workflow may mix queues.
     - ``plant(record)``: write a malformed job record straight into the store (see

@@ -80,6 +80,8 @@ class RedisHarness:
     """Each queue is a hash slot of its own (``redis_jobs.spaces``): a key is unique per queue."""
     workflows_in_one_queue = True
     """A workflow is stored by one script, in one slot: its jobs are all in one queue."""
+    type_limits_per_queue = True
+    """A claim's limit keys are in its queue's slot: a type's fleet limit counts per queue."""
 
     def __init__(self, namespace: str | None = None, *, connect: Connect = shared_server) -> None:
         self.connect = connect
