@@ -644,7 +644,9 @@ class RedisJobDriver:
 
     async def queue_stats(self) -> dict[str, QueueStats]:
         here = self._open_operations().queue_stats()
-        return await (here if self._spaces is None else self._spaces.queue_stats(here))
+        if self._spaces is None:
+            return await here
+        return await self._spaces.queue_stats(here, self._counts_here())
 
     async def pause_queue(self, queue: str) -> bool:
         return await self._open_operations().pause_queue(queue)

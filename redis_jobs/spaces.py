@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import heapq
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Generic, Protocol, TypeVar
@@ -289,12 +290,33 @@ class QueueSpaces(Generic[D]):
                 merged[job_type] = row if seen is None else _sum_type(seen, row)
         return dict(sorted(merged.items()))
 
-    async def queue_stats(self, home: Awaitable[dict[str, QueueStats]]) -> dict[str, QueueStats]:
+    async def queue_stats(
+        self, home: Awaitable[dict[str, QueueStats]], home_counts: Awaitable[JobStateCounts]
+    ) -> dict[str, QueueStats]:
+        """Each space's rows, its finished counts judged by retention as ``counts`` judges them
+        (a space's lane indexes keep a finished job until a script of that space prunes it, and
+        since each queue has a slot of its own no other queue's settle prunes them): a named
+        queue's are its space's counts; the default queue's its space's counts less the named
+        rows stored there before queues had slots."""
+
+        async def both(
+            rows: Awaitable[dict[str, QueueStats]], counts: Awaitable[JobStateCounts]
+        ) -> tuple[dict[str, QueueStats], JobStateCounts]:
+            return await asyncio.gather(rows, counts)
+
+        answers = await self.each(
+            both(home, home_counts), lambda space: both(space.queue_stats(), space.counts())
+        )
         merged: dict[str, QueueStats] = {}
-        for answer in await self.each(home, lambda space: space.queue_stats()):
-            for queue, row in answer.items():
+        for index, (rows, counts) in enumerate(answers):
+            for queue, row in rows.items():
+                if index == 0 and queue != DEFAULT_QUEUE:
+                    kept = row  # named jobs stored in {ns} before: their lanes' counts
+                else:
+                    others = [r for q, r in rows.items() if q != queue] if index == 0 else []
+                    kept = _finished_as_counted(row, counts, others)
                 seen = merged.get(queue)
-                merged[queue] = row if seen is None else _sum_queue(seen, row)
+                merged[queue] = kept if seen is None else _sum_queue(seen, kept)
         return dict(sorted(merged.items()))
 
     async def list_jobs(
@@ -386,6 +408,24 @@ def _sum_type(first: JobTypeStats, second: JobTypeStats) -> JobTypeStats:
         failed=first.failed + second.failed,
         cancelled=first.cancelled + second.cancelled,
         oldest_due_age_ms=_oldest(first.oldest_due_age_ms, second.oldest_due_age_ms),
+    )
+
+
+def _finished_as_counted(
+    row: QueueStats, counts: JobStateCounts, others: list[QueueStats]
+) -> QueueStats:
+    """``row`` with its finished numbers from its space's ``counts`` less ``others``' (the rows
+    of named queues stored in the same space)."""
+
+    def left(state: str, field: str) -> int:
+        taken = sum(getattr(other, field) or 0 for other in others)
+        return max(int(counts.get(state, 0)) - taken, 0)  # type: ignore[call-overload]
+
+    return dataclasses.replace(
+        row,
+        completed=left("completed", "completed"),
+        failed=left("failed", "failed"),
+        cancelled=left("cancelled", "cancelled"),
     )
 
 
