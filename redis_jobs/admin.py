@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from redis.asyncio import RedisCluster
 
-from .keys import Keys
+from .keys import SPACE_MARK, Keys
 from .topology import RedisClient
 
 DELETE_CHUNK = 1_000
@@ -15,7 +15,8 @@ NAMESPACE_PATTERN = "{*}:types"
 
 
 async def delete_namespace(client: RedisClient, namespace: str) -> int:
-    """Delete every key of ``namespace`` (and no other); how many were deleted.
+    """Delete every key of ``namespace`` (and no other), its named queues' spaces included;
+    how many were deleted.
 
     For tests, demos and retiring a namespace: run it when no driver uses the namespace, or
     keys written meanwhile stay. Keys are found with SCAN on the namespace's escaped pattern,
@@ -26,15 +27,17 @@ async def delete_namespace(client: RedisClient, namespace: str) -> int:
     """
     if isinstance(client, RedisCluster):
         await client.nodes_manager.initialize()
-    keys = [key async for key in client.scan_iter(match=Keys(namespace).pattern)]
+    keys = [key async for key in client.scan_iter(match=Keys(namespace).namespace_pattern)]
     deleted = 0
     for start in range(0, len(keys), DELETE_CHUNK):
+        # a Cluster client splits a chunk by slot (each queue's space is a slot of its own)
         deleted += await client.delete(*keys[start : start + DELETE_CHUNK])
     return deleted
 
 
 async def list_namespaces(client: RedisClient, limit: int = 50) -> list[str]:
-    """The namespaces with a ``{ns}:types`` set (every namespace a job was enqueued in), sorted;
+    """The namespaces with a ``{ns}:types`` set (every namespace a job was enqueued in; a named
+    queue's space, ``{ns|queue}:types``, names its namespace), sorted;
     at most ``limit``. A hint, so bounded: a plain server is scanned for at most
     ``MAX_SCANNED_FOR_NAMESPACES`` keys (a Cluster's masters by ``scan_iter``)."""
     found: set[str] = set()
@@ -42,8 +45,9 @@ async def list_namespaces(client: RedisClient, limit: int = 50) -> list[str]:
     def add(key: bytes | str) -> None:
         text = key.decode() if isinstance(key, bytes) else key
         name = text[1 : -len("}:types")]
+        # not a type's key that happens to end so ({ns}:ready:x}:types); {ns|queue}: ns
         if text.startswith("{") and text.endswith("}:types") and "}" not in name:
-            found.add(name)  # not a type's key that happens to end so ({ns}:ready:x}:types)
+            found.add(name.partition(SPACE_MARK)[0])
 
     if isinstance(client, RedisCluster):
         await client.nodes_manager.initialize()

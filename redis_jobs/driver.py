@@ -42,8 +42,10 @@ one round trip: their scripts take batches of jobs (``ScriptRunner.per_job``), a
 still checked and written on its own and gets its own result.
 
 Topologies: the client may be a ``Redis``, a Sentinel ``master_for(...)`` client or a
-``RedisCluster`` (see ``topology``); every key a script is given is under the namespace's hash
-tag, so one namespace lives in one Cluster slot and each script runs on the slot's master.
+``RedisCluster`` (see ``topology``); every key a script is given is under one queue's hash tag
+(the default queue's ``{ns}``, a named queue's ``{ns|queue}``: ``keys``), so one queue lives in
+one Cluster slot and each script runs on the slot's master; a named queue's calls go to a
+driver of its space (``spaces``), which this driver makes and routes to.
 Keys a script finds while it runs (the records of claimed jobs, a key index) are spelled from a
 prefix it is given in KEYS, under the same tag, so they are in the same slot. After a failover
 the client reaches the new primary (Cluster: MOVED and a slot-map refresh; Sentinel: a fresh
@@ -74,6 +76,8 @@ import json
 import os
 from collections.abc import Collection, Sequence
 from typing import Any
+
+from redis.asyncio import RedisCluster
 
 from jobs.errors import DriverError
 from jobs.spi import (
@@ -109,6 +113,7 @@ from .memory_policy import check_memory_policy
 from .operations import RedisOperations
 from .records import fields_of, job_info, parents_of
 from .scripts import ScriptArg, ScriptRunner, Shared
+from .spaces import QueueSpaces
 from .topology import RedisClient, Topology, client_from_url
 from .tuning import EXPIRY_MARGIN_MS, SIGNAL_CAP, SIGNAL_TTL_MS
 from .waiter import Waiter, cancel_requests
@@ -134,7 +139,10 @@ class RedisJobDriver:
         retain_failed_ms: int | None = None,
         replicas: int = 0,
         replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS,
+        _queue: str = DEFAULT_QUEUE,
     ) -> None:
+        """``_queue`` is internal: the named queue whose space (``spaces``) a driver serves,
+        made by the namespace's driver, which serves the default queue and routes the rest."""
         if (connection is None) == (url is None):
             raise ValueError("RedisJobDriver takes a redis.asyncio client or url=, exactly one")
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
@@ -143,7 +151,7 @@ class RedisJobDriver:
             raise ValueError(
                 f"replica_timeout_ms is a positive number of ms, got {replica_timeout_ms!r}"
             )
-        self._keys = Keys(namespace)
+        self._keys = Keys(namespace, _queue)
         self._retention = Retention.of(retain_completed_ms, retain_failed_ms)
         client = connection if connection is not None else client_from_url(url or "")
         self._topology = Topology(client, self._keys)
@@ -166,6 +174,26 @@ class RedisJobDriver:
         self._workflows = RedisWorkflows(
             keys=self._keys, scripts=self._scripts, now=self._now, text=self._text
         )
+        self._spaces: QueueSpaces[RedisJobDriver] | None = None
+        if _queue == DEFAULT_QUEUE:
+            self._spaces = QueueSpaces(
+                client=client,
+                keys=self._keys,
+                make=lambda queue: RedisJobDriver(
+                    client,
+                    namespace=namespace,
+                    clock=clock,
+                    retain_completed_ms=retain_completed_ms,
+                    retain_failed_ms=retain_failed_ms,
+                    replicas=replicas,
+                    replica_timeout_ms=replica_timeout_ms,
+                    _queue=queue,
+                ),
+                text=self._text,
+                replicas=replicas,
+                replica_timeout_ms=replica_timeout_ms,
+                home_node=self._home_node,
+            )
         self._closing = asyncio.Event()
         self._closed = False
         self._policy_check: asyncio.Task[None] | None = None
@@ -208,6 +236,8 @@ class RedisJobDriver:
         """Store ``job``; JobOptionError, before any I/O, for a number out of its range
         (``check_request``: a NaN or 1e20 would be stored as a run_at of -2^63)."""
         self._check_open()
+        if job.queue != DEFAULT_QUEUE and self._spaces is not None:
+            return await self._spaces.enqueue(job)  # the queue's own slot (``spaces``)
         check_request(job)
         job_keys, job_args = self._enqueue_parts(job)
         status = await self._scripts.per_job("enqueue", self._enqueue_shared(), job_keys, job_args)
@@ -217,11 +247,17 @@ class RedisJobDriver:
         """The batch in one round trip: one enqueue script per ``MAX_BATCH`` jobs, pipelined.
 
         The script checks and stores the jobs one by one in order, so a key taken by an earlier
-        job of the batch drops the later one (None), as a live job's key does.
+        job of the batch drops the later one (None), as a live job's key does. A batch spanning
+        queues is one call per queue (``spaces``), atomic per queue only.
         """
         self._check_open()
         if not jobs:
             return []
+        if self._spaces is not None and any(job.queue != DEFAULT_QUEUE for job in jobs):
+            return await self._spaces.enqueue_many(jobs, self._enqueue_many_here)
+        return await self._enqueue_many_here(jobs)
+
+    async def _enqueue_many_here(self, jobs: Sequence[JobRequest]) -> list[str | None]:
         for job in jobs:
             check_request(job)
         statuses = await self._scripts.batch_of(
@@ -269,13 +305,21 @@ class RedisJobDriver:
         )
 
     async def enqueue_workflow(self, workflow_id: str, jobs: Sequence[WorkflowJob]) -> None:
-        """The workflow's jobs in one script, all or nothing (``workflows``)."""
+        """The workflow's jobs in one script, all or nothing (``workflows``), in the space of
+        their one queue: DriverError for a workflow whose jobs span queues (``spaces``)."""
         self._check_open()
-        await self._workflows.enqueue_workflow(workflow_id, jobs)
+        if self._spaces is None:
+            await self._workflows.enqueue_workflow(workflow_id, jobs)
+            return
+        await self._spaces.enqueue_workflow(workflow_id, jobs, self._workflows.enqueue_workflow)
 
     async def workflow_jobs(self, workflow_id: str) -> list[JobInfo]:
         self._check_open()
-        return await self._workflows.workflow_jobs(workflow_id)
+        here = self._workflows.workflow_jobs(workflow_id)
+        if self._spaces is None:
+            return await here
+        found = await self._spaces.first(here, lambda space: space.workflow_jobs(workflow_id))
+        return found or []
 
     # -- consumer ------------------------------------------------------------------------------
 
@@ -290,6 +334,8 @@ class RedisJobDriver:
         """One claim script; with ``limits`` that apply, the same script counts, honours and
         records them (``_claim_limited``), else it is the plain claim."""
         self._check_open()
+        if queue != DEFAULT_QUEUE and self._spaces is not None:
+            return await self._spaces.of(queue).claim(limit, lease_ms, types, queue, limits)
         wanted = list(dict.fromkeys(types))
         if limit <= 0 or not wanted:
             return [] if limits is None else ClaimedJobs()
@@ -345,6 +391,8 @@ class RedisJobDriver:
         lane = _token_lane(lease_token)
         if lane is None:
             return False
+        if lane[1] != DEFAULT_QUEUE and self._spaces is not None:
+            return await self._spaces.of(lane[1]).heartbeat(job_id, lease_token, lease_ms)
         job_keys = [self._keys.job(job_id), self._keys.leased(*lane)]
         shared: Shared = ([], [self._now()])
         job_args: list[ScriptArg] = [job_id, lease_token, lease_ms]
@@ -357,6 +405,8 @@ class RedisJobDriver:
         lane = _token_lane(lease_token)
         if lane is None:
             return False
+        if lane[1] != DEFAULT_QUEUE and self._spaces is not None:
+            return await self._spaces.of(lane[1]).set_progress(job_id, lease_token, progress)
         job_keys = [self._keys.job(job_id), self._keys.leased(*lane)]
         shared: Shared = ([], [""])
         job_args: list[ScriptArg] = [job_id, lease_token, progress]
@@ -377,17 +427,48 @@ class RedisJobDriver:
         keys = self._keys
         positions: list[int] = []
         parts: list[tuple[list[str], list[ScriptArg]]] = []
+        elsewhere: dict[str, list[int]] = {}
         for position, (job_id, token) in enumerate(jobs):
             lane = _token_lane(token)
-            if lane is not None:
+            if lane is not None and lane[1] != DEFAULT_QUEUE and self._spaces is not None:
+                elsewhere.setdefault(lane[1], []).append(position)
+            elif lane is not None:
                 positions.append(position)
                 result = "" if results is None else results[position] or ""
                 parts.append(([keys.job(job_id), keys.leased(*lane)], [job_id, token, result]))
+        if elsewhere:
+            await self._settle_elsewhere(elsewhere, done, jobs, results)
         if parts:
             statuses = await self._scripts.batch("finish", self._finish_of("completed"), parts)
             for position, status in zip(positions, statuses, strict=True):
                 done[position] = bool(status)
         return done
+
+    async def _settle_elsewhere(
+        self,
+        places: dict[str, list[int]],
+        done: list[bool],
+        jobs: Sequence[tuple[str, str]],
+        results: Sequence[str | None] | None,
+        *,
+        release: bool = False,
+    ) -> None:
+        """``complete_many`` (with ``results``) or ``release_many`` (``release``) of the jobs of
+        named queues at ``places``, each queue's space one batch."""
+        assert self._spaces is not None
+        spaces = self._spaces
+
+        async def one(queue: str, positions: list[int]) -> list[bool]:
+            batch = [jobs[position] for position in positions]
+            if release:
+                return await spaces.of(queue).release_many(batch)
+            texts = None if results is None else [results[position] for position in positions]
+            return await spaces.of(queue).complete_many(batch, texts)
+
+        answers = await asyncio.gather(*(one(queue, at) for queue, at in places.items()))
+        for positions, answer in zip(places.values(), answers, strict=True):
+            for position, status in zip(positions, answer, strict=True):
+                done[position] = status
 
     async def fail(self, job_id: str, lease_token: str, *, error: str) -> bool:
         return await self._finish(job_id, lease_token, "failed", error)
@@ -402,6 +483,12 @@ class RedisJobDriver:
         count_attempt: bool = True,
     ) -> bool:
         self._check_open()
+        lane = _token_lane(lease_token)
+        if lane is not None and lane[1] != DEFAULT_QUEUE and self._spaces is not None:
+            space = self._spaces.of(lane[1])
+            return await space.retry(
+                job_id, lease_token, delay_ms=delay_ms, error=error, count_attempt=count_attempt
+            )
         flags = "" if count_attempt else "u"
         parts = self._retry_parts(job_id, lease_token, delay_ms, error, flags)
         if parts is None:
@@ -417,11 +504,18 @@ class RedisJobDriver:
         results = [False] * len(jobs)
         positions: list[int] = []
         calls: list[tuple[list[str], list[ScriptArg]]] = []
+        elsewhere: dict[str, list[int]] = {}
         for position, (job_id, token) in enumerate(jobs):
+            lane = _token_lane(token)
+            if lane is not None and lane[1] != DEFAULT_QUEUE and self._spaces is not None:
+                elsewhere.setdefault(lane[1], []).append(position)
+                continue
             parts = self._retry_parts(job_id, token, 0, "", "ur")
             if parts is not None:
                 positions.append(position)
                 calls.append(parts)
+        if elsewhere:
+            await self._settle_elsewhere(elsewhere, results, jobs, None, release=True)
         if calls:
             statuses = await self._scripts.batch("retry", self._retry_shared(), calls)
             for position, status in zip(positions, statuses, strict=True):
@@ -452,6 +546,12 @@ class RedisJobDriver:
 
     async def get_job(self, job_id: str) -> JobInfo | None:
         self._check_open()
+        if self._spaces is None:
+            return await self._get_job_here(job_id)
+        here = self._get_job_here(job_id)
+        return await self._spaces.first(here, lambda space: space.get_job(job_id))
+
+    async def _get_job_here(self, job_id: str) -> JobInfo | None:
         reply = await self._scripts.call("get", [self._keys.job(job_id)], [self._now()])
         if reply is None:
             return None
@@ -459,6 +559,11 @@ class RedisJobDriver:
 
     async def counts(self) -> JobStateCounts:
         self._check_open()
+        if self._spaces is None:
+            return await self._counts_here()
+        return await self._spaces.counts(self._counts_here())
+
+    async def _counts_here(self) -> JobStateCounts:
         keys = self._keys
         names = [keys.state_prefix, keys.completed, keys.failed, keys.cancelled]
         reply = await self._scripts.call("counts", names, [self._now()])
@@ -478,21 +583,41 @@ class RedisJobDriver:
         queue: str | None = None,
     ) -> JobPage:
         operations = self._open_operations()
-        return await operations.list_jobs(
-            state=state, job_type=job_type, limit=limit, cursor=cursor, queue=queue
+        spaces = self._spaces
+        if spaces is None or queue == DEFAULT_QUEUE:
+            return await operations.list_jobs(
+                state=state, job_type=job_type, limit=limit, cursor=cursor, queue=queue
+            )
+        if queue is not None:  # the queue's space holds its jobs and no other's
+            space = spaces.of(queue)
+            return await space.list_jobs(state=state, job_type=job_type, limit=limit, cursor=cursor)
+        return await spaces.list_jobs(
+            operations.list_jobs, state=state, job_type=job_type, limit=limit, cursor=cursor
         )
 
     async def find_job(self, key: str) -> JobInfo | None:
-        return await self._open_operations().find_job(key)
+        here = self._open_operations().find_job(key)
+        if self._spaces is None:
+            return await here
+        return await self._spaces.first(here, lambda space: space.find_job(key))
 
     async def requeue(self, job_id: str) -> bool:
-        return await self._open_operations().requeue(job_id)
+        here = self._open_operations().requeue(job_id)
+        if self._spaces is None:
+            return await here
+        return await self._spaces.any(here, lambda space: space.requeue(job_id))
 
     async def requeue_failed(self, job_type: str | None = None) -> int:
-        return await self._open_operations().requeue_failed(job_type)
+        here = self._open_operations().requeue_failed(job_type)
+        if self._spaces is None:
+            return await here
+        return await self._spaces.total(here, lambda space: space.requeue_failed(job_type))
 
     async def cancel(self, job_id: str) -> bool:
-        return await self._open_operations().cancel(job_id)
+        here = self._open_operations().cancel(job_id)
+        if self._spaces is None:
+            return await here
+        return await self._spaces.any(here, lambda space: space.cancel(job_id))
 
     async def purge(
         self,
@@ -500,16 +625,28 @@ class RedisJobDriver:
         job_type: str | None = None,
         older_than_ms: int | None = None,
     ) -> int:
-        return await self._open_operations().purge(states, job_type, older_than_ms)
+        here = self._open_operations().purge(states, job_type, older_than_ms)
+        if self._spaces is None:
+            return await here
+        return await self._spaces.total(
+            here, lambda space: space.purge(states, job_type, older_than_ms)
+        )
 
     async def delete(self, job_id: str) -> bool:
-        return await self._open_operations().delete(job_id)
+        here = self._open_operations().delete(job_id)
+        if self._spaces is None:
+            return await here
+        return await self._spaces.any(here, lambda space: space.delete(job_id))
 
     async def stats(self) -> dict[str, JobTypeStats]:
-        return await self._open_operations().stats()
+        here = self._open_operations().stats()
+        return await (here if self._spaces is None else self._spaces.stats(here))
 
     async def queue_stats(self) -> dict[str, QueueStats]:
-        return await self._open_operations().queue_stats()
+        here = self._open_operations().queue_stats()
+        if self._spaces is None:
+            return await here
+        return await self._spaces.queue_stats(here, self._counts_here())
 
     async def pause_queue(self, queue: str) -> bool:
         return await self._open_operations().pause_queue(queue)
@@ -552,6 +689,15 @@ class RedisJobDriver:
         self, types: Collection[str], timeout_ms: int, queues: Collection[str] = (DEFAULT_QUEUE,)
     ) -> None:
         self._check_open()
+        if self._spaces is not None and any(queue != DEFAULT_QUEUE for queue in queues):
+            await self._spaces.wait_any(self._wait_here, types, timeout_ms, queues)
+            return
+        await self._wait_here(types, timeout_ms, queues)
+
+    async def _wait_here(
+        self, types: Collection[str], timeout_ms: int, queues: Collection[str]
+    ) -> None:
+        """``wait_for_work`` in this driver's space (its queues' keys are all in it)."""
         wanted = list(dict.fromkeys(types))
         if not wanted:
             with contextlib.suppress(TimeoutError):
@@ -581,6 +727,8 @@ class RedisJobDriver:
             return
         self._closed = True
         self._closing.set()
+        if self._spaces is not None:
+            await self._spaces.close()
         policy_check = self._policy_check
         if policy_check is not None and not policy_check.done():
             policy_check.cancel()
@@ -595,7 +743,9 @@ class RedisJobDriver:
     def _check_open(self) -> None:
         if self._closed:
             raise DriverError("the Redis job driver is closed")
-        if self._policy_check is None:  # first use: once per driver, off the caller's path
+        if self._policy_check is None and self._spaces is not None:
+            # first use: once per driver (a queue's space leaves it to its namespace's driver),
+            # off the caller's path
             self._policy_check = asyncio.get_running_loop().create_task(
                 self._check_memory_policy(), name="redis-jobs-memory-policy"
             )
@@ -607,6 +757,12 @@ class RedisJobDriver:
     async def _check_memory_policy(self) -> None:
         if not await check_memory_policy(self._topology):
             self._policy_check = None  # unreachable now: ask again on a later call
+
+    async def _home_node(self) -> dict[str, Any]:
+        """How to aim a keyless command at the namespace's node (a Cluster: its slot's master)."""
+        if isinstance(self._client, RedisCluster):
+            return {"target_nodes": await self._topology.slot_node()}
+        return {}
 
     def _now(self) -> str:
         return "" if self._clock is None else str(self._clock.now_ms())
@@ -620,6 +776,8 @@ class RedisJobDriver:
         lane = _token_lane(token)
         if lane is None:
             return False
+        if lane[1] != DEFAULT_QUEUE and self._spaces is not None:
+            return await self._spaces.of(lane[1])._finish(job_id, token, state, text)
         job_keys = [self._keys.job(job_id), self._keys.leased(*lane)]
         job_args: list[ScriptArg] = [job_id, token, text or ""]
         shared = self._finish_of(state)

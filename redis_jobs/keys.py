@@ -1,13 +1,20 @@
-"""Key names of one namespace, all under the hash tag ``{namespace}``: one Redis Cluster slot.
+"""Key names of one namespace: the default queue's space under the hash tag ``{ns}``, each
+named queue's under ``{ns|<queue>}``, so a Redis Cluster spreads queues over its masters.
 
-::
+A queue's *space* holds everything a job of that queue touches atomically: records, ready and
+leased sets, state indexes, finished sets, the key index, signals, workflows. The default
+queue's space is ``{ns}`` (the names it always had: data stored before queues had slots stays
+readable); a named queue ``Q``'s is ``{ns|Q}`` ('|' is in no queue name, ``check_queue``, and in
+no namespace, ``validate_namespace``, so two spaces are never spelled alike). Namespace-level
+keys (workers, audit, counters, pauses, the set of named queues in use) stay in ``{ns}``.
+``Keys(ns)`` names the default space and the namespace's keys, ``Keys(ns, queue=Q)`` Q's
+space (its namespace-level names are unused). Every key below is ``<space prefix><name>``::
 
     {ns}:job:<id>        hash    the job record
     {ns}:ready:<type>    zset    pending jobs of a type, score = run_at (epoch ms)
     {ns}:leased:<type>   zset    active jobs of a type, score = lease expiry (epoch ms)
     {ns}:qready:<queue>/<type>   zset  the same, of a named queue other than "default"
-    {ns}:qleased:<queue>/<type>  zset  (a queue name holds no '/')
-    {ns}:paused          set     the paused named queues (runners leave them out of claims)
+    {ns}:qleased:<queue>/<type>  zset  (a queue name holds no '/'; in the queue's space)
     {ns}:types:lanes     set     '<queue>/<type>' of every named queue's jobs (stats walks it)
     {ns}:lane:live:<queue>/<type>     zset  a named queue's pending and active jobs of a type,
                                             score = created_at (list_jobs(queue=) pages it)
@@ -22,24 +29,32 @@
     {ns}:state:<state>   zset    jobs in a state, score = created_at (list_jobs pages these)
     {ns}:state:<state>:<type>    zset    jobs of a type in a state, likewise
     {ns}:types           set     the job types ever enqueued (stats walks them)
-    {ns}:workers         hash    worker id -> its registration (JSON)
-    {ns}:workers:seen    zset    worker id, score = when its registration expires
-    {ns}:audit           zset    operators' actions (JSON, id first), score = at (epoch ms)
-    {ns}:counts          zset    the minutes that have outcome counters, score = the minute
-    {ns}:counts:<minute> hash    ["type", "outcome", "count"|"duration_ms"|bucket] -> number
     {ns}:workflow:<id>   hash    a workflow's job ids in order, how many are open, what its
                                  settles need (see the workflow helpers in lua/common.lua)
     {ns}:limit:held:<key>    hash  a fleet limit's holders: job id -> the leased zset and lease
                                    token of the claim that took it (``type:<t>``/``queue:<q>``
                                    keys of ``jobs.spi.limits``; pruned by claims, expires)
     {ns}:limit:starts:<key>  zset  a fleet limit's claims: lease token, score = claimed at
-                                   (trimmed to its window by claims, expires)
+                                   (trimmed to its window by claims, expires); both in the
+                                   claiming queue's space, so a type's limit counts per queue
+
+and, in ``{ns}`` only (the namespace's)::
+
+    {ns}:paused          set     the paused named queues (runners leave them out of claims)
+    {ns}:queues          set     the named queues that have a space (look-ups by id, key or
+                                 workflow, listings and counts walk them: ``spaces``)
+    {ns}:workers         hash    worker id -> its registration (JSON)
+    {ns}:workers:seen    zset    worker id, score = when its registration expires
+    {ns}:audit           zset    operators' actions (JSON, id first), score = at (epoch ms)
+    {ns}:counts          zset    the minutes that have outcome counters, score = the minute
+    {ns}:counts:<minute> hash    ["type", "outcome", "count"|"duration_ms"|bucket] -> number
 
 States never hold ':', so ``state:<state>`` and ``state:<state>:<type>`` cannot collide.
 
 Ids, types and keys after the tag may hold any characters: the kind segment (``job:``,
-``ready:`` ...) keeps the spaces apart. The namespace may not hold ``{`` or ``}``, which would
-move the hash tag (and let one namespace's keys be spelled as another's).
+``ready:`` ...) keeps the spaces apart. The namespace may not hold ``{``, ``}`` (which would
+move the hash tag and let one namespace's keys be spelled as another's) or ``|`` (which would
+let a namespace's default space be spelled as another's queue space).
 """
 
 from __future__ import annotations
@@ -49,6 +64,8 @@ import re
 from jobs.spi.support import DEFAULT_QUEUE
 
 MAX_NAMESPACE_LENGTH = 200
+SPACE_MARK = "|"
+"""Separates the namespace from a named queue in the queue's hash tag, ``{ns|queue}``."""
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
 
@@ -56,10 +73,10 @@ def validate_namespace(namespace: str) -> str:
     """The namespace, or ValueError if it cannot name a key space."""
     if not isinstance(namespace, str) or not namespace:
         raise ValueError("a Redis job namespace must be a non-empty string")
-    if "{" in namespace or "}" in namespace:
+    if "{" in namespace or "}" in namespace or SPACE_MARK in namespace:
         raise ValueError(
-            f"a Redis job namespace may not contain '{{' or '}}' (it is the key's hash tag), "
-            f"got {namespace!r}"
+            f"a Redis job namespace may not contain '{{', '}}' or '{SPACE_MARK}' (it is the "
+            f"key's hash tag; '{SPACE_MARK}' separates a queue's space), got {namespace!r}"
         )
     if len(namespace) > MAX_NAMESPACE_LENGTH:
         raise ValueError(f"a Redis job namespace is at most {MAX_NAMESPACE_LENGTH} characters")
@@ -85,15 +102,20 @@ class Keys:
         "namespace",
         "paused",
         "prefix",
+        "queue",
+        "queues",
         "state_prefix",
         "types",
         "workers",
         "workers_seen",
     )
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, queue: str = DEFAULT_QUEUE) -> None:
         self.namespace = validate_namespace(namespace)
-        self.prefix = "{" + namespace + "}:"
+        self.queue = queue
+        """The queue whose space these keys name ("default": the namespace's own ``{ns}``)."""
+        tag = namespace if queue == DEFAULT_QUEUE else namespace + SPACE_MARK + queue
+        self.prefix = "{" + tag + "}:"
         self.job_prefix = self.prefix + "job:"
         self.index_prefix = self.prefix + "key:"
         self.completed = self.prefix + "completed"
@@ -106,6 +128,7 @@ class Keys:
         self.audit = self.prefix + "audit"
         self.counts = self.prefix + "counts"
         self.paused = self.prefix + "paused"
+        self.queues = self.prefix + "queues"
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + job_id
@@ -150,5 +173,15 @@ class Keys:
 
     @property
     def pattern(self) -> str:
-        """A SCAN MATCH pattern for every key of this namespace and no other."""
+        """A SCAN MATCH pattern for every key of this space and no other."""
         return escape_glob(self.prefix) + "*"
+
+    @property
+    def namespace_pattern(self) -> str:
+        """A SCAN MATCH pattern for every key of the namespace, its queues' spaces included
+        (``{ns}:...`` and ``{ns|<queue>}:...``), and no other namespace's."""
+        return escape_glob("{" + self.namespace) + "[}" + SPACE_MARK + "]*"
+
+    def of_queue(self, queue: str) -> Keys:
+        """The keys of ``queue``'s space in this namespace."""
+        return Keys(self.namespace, queue)

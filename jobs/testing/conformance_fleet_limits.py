@@ -3,7 +3,9 @@
 live) by every client of the store; its ``rate_limit`` the claims in any window of the store's
 clock; a queue's limit counts every type of the queue together. A claim takes no job past a
 limit: the job stays pending with no attempt and no stall spent, other types are claimed beside
-it, and the claim says what was held back and when a rate window turns (``ClaimedJobs``).
+it, and the claim says what was held back and when a rate window turns (``ClaimedJobs``). A
+type's limit counts its jobs in every queue, unless the harness says ``type_limits_per_queue``
+(Redis: each queue a hash slot of its own, and a claim reaches one slot).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import asyncio
 from collections import Counter
 from collections.abc import Collection
 from typing import Any
+
+import pytest
 
 from jobs.handlers import JobHandlerRegistry
 from jobs.runner import JobRunner
@@ -74,6 +78,24 @@ class FleetLimitConformance:
         await _complete(driver, [job for job in first if job.type == "limited"][:1])
         assert _by_type(await _claim(other, limits)) == {"limited": 1}
         assert list(await _claim(driver, limits)) == []
+
+    async def test_a_types_limit_counts_its_jobs_in_every_queue_unless_per_queue(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        if getattr(driver_harness, "named_queues", True) is False:
+            pytest.skip("the driver keeps every job in the default queue")
+        driver = await driver_harness.driver()
+        limits = ClaimLimits(types={"limited": FleetLimit(concurrency=2)})
+        for queue in ("emails", "exports"):
+            for _ in range(2):
+                await enqueue(driver, "limited", queue=queue)
+        assert _by_type(await _claim(driver, limits, queue="emails")) == {"limited": 2}
+        other = await _claim(driver, limits, queue="exports")
+        if getattr(driver_harness, "type_limits_per_queue", False):
+            assert _by_type(other) == {"limited": 2}, "counted in each queue apart"
+        else:
+            assert list(other) == [], "the two held in another queue count"
+            assert other.held == {"limited"}
 
     async def test_a_lease_that_expired_no_longer_counts_and_its_reclaim_does(
         self, driver_harness: DriverHarness

@@ -4,7 +4,9 @@ job of another, pending or with an expired lease. A job keeps its queue through 
 release and an operator's requeue; ``JobInfo.queue`` and ``list_jobs(queue=...)`` report it.
 A runner serving several queues in strict order drains the first before the next; one with
 weights serves them all; one serving a queue leaves the others' jobs alone. A bad queue name
-is refused before any write.
+is refused before any write. A live idempotency key is taken in every queue, and a workflow
+may span queues, except where the harness says otherwise (``keys_per_queue``,
+``workflows_in_one_queue``: Redis, each queue in a hash slot of its own).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from jobs.new_job import NewJob
 from jobs.queue import JobQueue
 from jobs.runner import JobRunner
 from jobs.settings import JobsSettings
-from jobs.spi import JobDriver, QueueOperations
+from jobs.spi import JobDriver, QueueOperations, WorkflowJob, WorkflowStore
 
 from .helpers import ALL, LEASE_MS, DriverHarness, claim_one, enqueue, info_of, wait_until
 from .requests import new_request
@@ -95,6 +97,43 @@ class QueueConformance:
         assert await driver.claim(1, LEASE_MS, ALL) == []
         assert await _claim_ids(driver, "emails") == [job_id]
         assert (await info_of(driver, job_id)).queue == "emails"
+
+    async def test_a_live_key_is_taken_in_every_queue_unless_keys_are_per_queue(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        first = await enqueue(driver, queue="emails", key="k")
+        second = await driver.enqueue(new_request(queue="exports", key="k"))
+        if getattr(driver_harness, "keys_per_queue", False):
+            assert second is not None, "a key is unique within its queue only"
+            assert (await info_of(driver, second)).queue == "exports"
+        else:
+            assert second is None, "a live key drops the enqueue, whatever its queue"
+        found = await driver.find_job("k")
+        assert found is not None
+        assert found.id in (first, second)
+
+    async def test_a_workflow_may_span_queues_unless_the_driver_keeps_it_in_one(
+        self, driver_harness: DriverHarness
+    ) -> None:
+        _needs_named_queues(driver_harness)
+        driver = await driver_harness.driver()
+        if not isinstance(driver, WorkflowStore):
+            pytest.skip("this driver stores no workflows (jobs.spi.WorkflowStore is optional)")
+        parent = new_request(queue="exports")
+        child = new_request(queue="emails")
+        jobs = [WorkflowJob(request=parent), WorkflowJob(request=child, depends_on=(parent.id,))]
+        if getattr(driver_harness, "workflows_in_one_queue", False):
+            with pytest.raises(DriverError, match="one queue"):
+                await driver.enqueue_workflow("wf", jobs)
+            assert sum((await driver.counts()).values()) == 0
+            return
+        await driver.enqueue_workflow("wf", jobs)
+        assert await _claim_ids(driver, "emails") == []
+        [held] = await driver.claim(1, LEASE_MS, ALL, "exports")
+        assert await driver.complete(parent.id, held.lease_token)
+        assert await _claim_ids(driver, "emails") == [child.id]
 
     async def test_list_jobs_of_a_queue(self, driver_harness: DriverHarness) -> None:
         _needs_named_queues(driver_harness)

@@ -28,6 +28,14 @@ class DriverHarness(Protocol):
     - ``named_queues = False``: the driver keeps every job in ``"default"`` and refuses a
       request naming another queue (``DriverError``); the cases that store jobs in named
       queues skip.
+    - ``keys_per_queue = True``: an idempotency key is unique within its queue only (the
+      same key may hold a live job in each queue); by default a live key is taken in every
+      queue (Redis keeps each queue in a hash slot of its own: two queues cannot be checked in
+      one atomic step).
+    - ``type_limits_per_queue = True``: a type's fleet limit (``global_concurrency``,
+      ``rate_limit``) counts its claims in each queue apart; by default across every queue.
+    - ``workflows_in_one_queue = True``: the driver refuses a workflow whose jobs span queues
+      (``DriverError`` naming the rule); by default a workflow may mix queues.
     - ``plant(record)``: write a malformed job record straight into the store (see
       ``conformance_malformed``), to prove a claim fails it alone.
     """

@@ -48,7 +48,8 @@ def unique_namespace(label: str = "test") -> str:
 
 
 async def namespace_keys(client: Redis, namespace: str) -> list[bytes]:
-    return sorted([key async for key in client.scan_iter(match=Keys(namespace).pattern)])
+    pattern = Keys(namespace).namespace_pattern  # its queues' spaces included
+    return sorted([key async for key in client.scan_iter(match=pattern)])
 
 
 Snapshot = dict[bytes, tuple[bytes | None, bool]]
@@ -74,6 +75,13 @@ async def blocked_in_blpop(client: Redis, name: str) -> int:
 
 class RedisHarness:
     """Drivers on one fresh namespace, each on its own client; cleans up at ``cleanup()``."""
+
+    keys_per_queue = True
+    """Each queue is a hash slot of its own (``redis_jobs.spaces``): a key is unique per queue."""
+    workflows_in_one_queue = True
+    """A workflow is stored by one script, in one slot: its jobs are all in one queue."""
+    type_limits_per_queue = True
+    """A claim's limit keys are in its queue's slot: a type's fleet limit counts per queue."""
 
     def __init__(self, namespace: str | None = None, *, connect: Connect = shared_server) -> None:
         self.connect = connect
