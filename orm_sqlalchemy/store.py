@@ -469,12 +469,15 @@ class SQLAlchemyJobStore:
         return await self._backend.fetch_script(lock_script(self._quoted_limits, keys), steps)
 
     async def _claim_limited_sqlite(self, run: LimitedRun) -> list[Row]:
-        """The limited claim's write transaction on SQLite (a script; ``now`` bound)."""
-        sql = self._sql
+        """The limited claim's write transaction on SQLite (a script). Its clock is read when
+        the steps start, inside the write transaction, not when the claim was asked for: a
+        claim that waited for its write turn counts and records its claims at the time they
+        are made, so a rate window holds in real time, not only in recorded time."""
+        sql, clock = self._sql, self._now
         params: dict[str, Any] = {}
 
         def steps() -> Steps:
-            return limited_claim_steps(sql, run, params["now"], postgres=False)
+            return limited_claim_steps(sql, run, clock(), postgres=False)
 
         return await self._fetch_script(Script("claim_limited", steps), params)
 
