@@ -105,6 +105,7 @@ MAX_RATE_COUNT = 1_000_000
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_.:\-]+")
 _RATE = re.compile(r" *([0-9]{1,7}) */ *([smh]) *")
 _PERIOD_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000}
+_UNIT_OF = {ms: unit for unit, ms in _PERIOD_MS.items()}
 _SHOWN = 80
 """A refused value is shown up to this many characters."""
 
@@ -241,8 +242,13 @@ class RateLimit:
     period_ms: int
 
     def __str__(self) -> str:
-        unit = {1_000: "s", 60_000: "m", 3_600_000: "h"}[self.period_ms]
-        return f"{self.count}/{unit}"
+        unit = period_unit(self.period_ms)
+        return f"{self.count}/{unit}" if unit else f"{self.count} per {self.period_ms} ms"
+
+
+def period_unit(period_ms: int) -> str | None:
+    """The unit a ``rate_limit`` writes for ``period_ms`` ("s", "m", "h"); None for another."""
+    return _UNIT_OF.get(period_ms)
 
 
 def parse_rate_limit(value: object, where: str = "") -> RateLimit:

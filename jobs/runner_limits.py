@@ -43,10 +43,6 @@ class RunnerLimits:
             return None
         return limits
 
-    def describe(self, queue: str) -> str | None:
-        limit = self._queues.get(queue)
-        return None if limit is None else limit.describe()
-
 
 def held_of(jobs: list[ClaimedJob]) -> ClaimedJobs | None:
     """``jobs`` when a limit held some back (``ClaimedJobs`` with ``held``), else None."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..options import RateLimit
 from .records import ClaimedJob
 
 __all__ = [
@@ -78,8 +79,7 @@ class FleetLimit:
         if self.concurrency is not None:
             parts.append(f"{self.concurrency} at once")
         if self.rate is not None:
-            unit = {1_000: "s", 60_000: "m", 3_600_000: "h"}.get(self.per_ms)
-            parts.append(f"{self.rate}/{unit}" if unit else f"{self.rate} per {self.per_ms} ms")
+            parts.append(str(RateLimit(self.rate, self.per_ms)))
         return ", ".join(parts)
 
 
